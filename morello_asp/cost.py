@@ -1,0 +1,121 @@
+"""The affine cost model of paper section 3, peak memory and depth.
+
+c(loop)   = ceil(trips / threads if parallel) * c(body) + sum c(boundary) [+ parallel overhead]
+c(block)  = sum c(children)           c(pipeline) = sum c(children)
+c(alloc)  = m(src) + m(dest) + sum c(children)
+c(kernel) = the kernel's cost from the target's logic files
+m(t)      = lines(t) * weight(level(t)) * (1 if t is contiguous else 2)
+
+The paper prints the contiguity factor as "[t is contiguous] + 1"; Morello's code
+(imp/allocs.rs, move_cost) doubles the cost of *non*-contiguous tensors, which is the
+intended meaning, and is what we do.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from .ir import Alloc, Block, Impl, KernelApp, Loop, Pipeline, SpecHole
+from .spec import TensorSpec
+from .target import Target, get_target
+
+
+def pow2ceil(x: int) -> int:
+    return 0 if x <= 0 else 1 << (x - 1).bit_length()
+
+
+def pow2floor(x: int) -> int:
+    return 0 if x <= 0 else 1 << (x.bit_length() - 1)
+
+
+def cache_lines(ts: TensorSpec, shape, target: Target) -> int:
+    """Cache lines a view touches: runs of adjacent values, each rounded up to lines."""
+    vol = prod(shape)
+    contig = ts.layout.full_contiguity() if ts.contig is None else ts.contig
+    run = ts.layout.contiguous_run(shape, contig) if contig > 0 else 1
+    runs = -(-vol // run)
+    return runs * -(-(run * ts.dtype.nbytes) // target.line_bytes)
+
+
+def move_cost(ts: TensorSpec, shape, target: Target) -> int:
+    lv = target.level(ts.level)
+    if lv.weight == 0:
+        return 0
+    c = cache_lines(ts, shape, target) * lv.weight
+    return c if ts.is_contiguous() else 2 * c
+
+
+def alloc_units(node: Alloc, target: Target) -> int:
+    shape = node.spec.operand_shapes[node.operand]
+    return target.units(node.new.level, prod(shape), node.new.dtype.nbytes, node.new.vector_size)
+
+
+def alloc_cost(node: Alloc, target: Target) -> int:
+    shape = node.spec.operand_shapes[node.operand]
+    return move_cost(node.spec.operands[node.operand], shape, target) + move_cost(node.new, shape, target)
+
+
+def loop_cost(node: Loop, body_cost: int, boundary_costs, target: Target) -> int:
+    trips = node.trips
+    if node.parallel:
+        trips = -(-trips // target.threads)
+    total = trips * body_cost + sum(boundary_costs)
+    if node.parallel:
+        total += target.parallel_setup + target.parallel_per_iter * trips
+    return total
+
+
+def node_cost(node: Impl, child_costs: list[int], target: Target) -> int:
+    """Cost of one node given its children's costs: the affine step the DP uses."""
+    if isinstance(node, Loop):
+        return loop_cost(node, child_costs[0], child_costs[1:], target)
+    if isinstance(node, (Block, Pipeline)):
+        return sum(child_costs)
+    if isinstance(node, Alloc):
+        return alloc_cost(node, target) + sum(child_costs)
+    if isinstance(node, KernelApp):
+        return node.kernel_cost
+    if isinstance(node, SpecHole):
+        return 0
+    raise TypeError(f"no cost rule for {type(node).__name__}")
+
+
+def node_peak(node: Impl, child_peaks: list[tuple[int, ...]], target: Target) -> tuple[int, ...]:
+    """Smallest per-level limits under which this node's program still fits, given its
+    children's: an alloc of u units needs u + pow2ceil(child need), because a child's
+    limit is snapped down to a power of two after the allocation is subtracted."""
+    n = len(target.levels)
+    base = tuple(max((p[i] for p in child_peaks), default=0) for i in range(n))
+    if isinstance(node, Alloc):
+        li = target.level(node.new.level).index
+        base = tuple(
+            alloc_units(node, target) + pow2ceil(v) if i == li else v for i, v in enumerate(base)
+        )
+    return base
+
+
+@dataclass(frozen=True)
+class Cost:
+    main: int
+    peak: tuple[int, ...]
+    depth: int
+    complete: bool
+
+    def describe(self, target: Target | None = None) -> str:
+        target = target or get_target()
+        peaks = ", ".join(f"{lv.name} {p}" for lv, p in zip(target.levels, self.peak))
+        tail = "" if self.complete else " (partial: open specs count 0)"
+        return f"cost {self.main}, peak memory [{peaks}], depth {self.depth}{tail}"
+
+    __str__ = describe
+
+
+def compute_cost(node: Impl, target: Target | None = None) -> Cost:
+    target = target or get_target()
+    kids = [compute_cost(c, target) for c in node.children]
+    return Cost(
+        main=node_cost(node, [k.main for k in kids], target),
+        peak=node_peak(node, [k.peak for k in kids], target),
+        depth=1 + max((k.depth for k in kids), default=0),
+        complete=not isinstance(node, SpecHole) and all(k.complete for k in kids),
+    )

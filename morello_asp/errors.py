@@ -1,0 +1,33 @@
+"""One error class per failure kind, so callers and the CLI can say what went wrong."""
+
+
+class MorelloError(Exception):
+    """Base of every error morello-asp raises on purpose."""
+
+
+class SpecSyntaxError(MorelloError):
+    """Spec text that does not parse; the message names the position and what was expected."""
+
+
+class SpecError(MorelloError):
+    """A spec that parses but is not well formed (wrong arity, bad vector size, ...)."""
+
+
+class ScheduleError(MorelloError):
+    """A rewrite that does not apply to the spec it was asked of."""
+
+
+class TargetError(MorelloError):
+    """A target fact file that is missing or malformed."""
+
+
+class RuleError(MorelloError):
+    """A logic file with a syntax or grounding error, or one that reports error/1 atoms."""
+
+
+class NoImplementationError(MorelloError):
+    """No implementation of a spec fits its memory limits under the rules in force."""
+
+
+class LegalityError(MorelloError):
+    """A program or layout that a z3 legality proof refutes."""

@@ -1,0 +1,169 @@
+"""Implementation IR (paper 2): partial programs whose leaves are kernels or open specs.
+
+Nodes hold their spec and children only; costs, peaks and listings are computed by
+`cost.py` and `printer.py` so the tree stays a plain value that JSON, codegen and the
+z3 checker can all walk.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import product as iproduct
+from math import prod
+
+from .spec import Spec, TensorSpec
+
+
+class Impl:
+    spec: Spec
+
+    @property
+    def children(self) -> tuple["Impl", ...]:
+        return ()
+
+    def with_children(self, children) -> "Impl":
+        return self
+
+    def walk(self):
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
+    def holes(self) -> list[tuple[tuple[int, ...], "SpecHole"]]:
+        """Open specs with their child-index paths."""
+        out = []
+
+        def rec(node, path):
+            if isinstance(node, SpecHole):
+                out.append((path, node))
+            for i, c in enumerate(node.children):
+                rec(c, path + (i,))
+
+        rec(self, ())
+        return out
+
+    @property
+    def is_complete(self) -> bool:
+        return not self.holes()
+
+
+@dataclass(frozen=True, eq=False)
+class SpecHole(Impl):
+    spec: Spec
+
+
+def loop_regions(shape, tile):
+    """Regions a tiling covers: (offset, region shape, is_main) for the full-tile main
+    region and one boundary region per non-empty subset R of the non-dividing
+    dimensions (remainder along R, the full-tile part elsewhere), ordered by the mask
+    sum(2**d for d in R) as the rule files number them. Together they partition the
+    iteration space."""
+    steps = [s // t for s, t in zip(shape, tile)]
+    nondiv = [d for d, (s, t) in enumerate(zip(shape, tile)) if s % t]
+    regions = []
+    for choice in iproduct((False, True), repeat=len(nondiv)):
+        rem = {d for d, c in zip(nondiv, choice) if c}
+        mask = sum(1 << d for d in rem)
+        off = tuple(steps[d] * tile[d] if d in rem else 0 for d in range(len(shape)))
+        shp = tuple(shape[d] % tile[d] if d in rem else steps[d] * tile[d] for d in range(len(shape)))
+        if not rem:
+            shp = tuple(tile)
+        regions.append((mask, off, shp, not rem))
+    return [(o, s, m) for _, o, s, m in sorted(regions)]
+
+
+@dataclass(frozen=True, eq=False)
+class Loop(Impl):
+    """Loop over full tiles of `tile` shape; each boundary body runs once on its region."""
+
+    spec: Spec
+    tile: tuple[int, ...]
+    parallel: bool
+    body: Impl
+    boundaries: tuple[Impl, ...] = ()
+
+    @property
+    def children(self):
+        return (self.body, *self.boundaries)
+
+    def with_children(self, children):
+        return Loop(self.spec, self.tile, self.parallel, children[0], tuple(children[1:]))
+
+    @property
+    def steps(self) -> tuple[int, ...]:
+        return tuple(s // t for s, t in zip(self.spec.shape, self.tile))
+
+    @property
+    def trips(self) -> int:
+        return prod(self.steps)
+
+    def regions(self):
+        """(offset, region shape) of each boundary body, in `boundaries` order."""
+        return [(o, s) for o, s, main in loop_regions(self.spec.shape, self.tile) if not main]
+
+
+@dataclass(frozen=True, eq=False)
+class Block(Impl):
+    """Children run in order on the same operands (e.g. Zero then MatmulAccum)."""
+
+    spec: Spec
+    stmts: tuple[Impl, ...]
+
+    @property
+    def children(self):
+        return self.stmts
+
+    def with_children(self, children):
+        return Block(self.spec, tuple(children))
+
+
+@dataclass(frozen=True, eq=False)
+class Pipeline(Impl):
+    """Stages joined by intermediate buffers (Compose, after bufferize)."""
+
+    spec: Spec
+    intermediates: tuple[TensorSpec, ...]
+    stages: tuple[Impl, ...]
+
+    @property
+    def children(self):
+        return self.stages
+
+    def with_children(self, children):
+        return Pipeline(self.spec, self.intermediates, tuple(children))
+
+
+@dataclass(frozen=True, eq=False)
+class Alloc(Impl):
+    """move_param: operand `operand` gets a new buffer `new`; optional load before and
+    store after the body. Children are [load?, body, store?] in that order."""
+
+    spec: Spec
+    operand: int
+    new: TensorSpec
+    body: Impl
+    load: Impl | None = None
+    store: Impl | None = None
+
+    @property
+    def children(self):
+        return tuple(c for c in (self.load, self.body, self.store) if c is not None)
+
+    def with_children(self, children):
+        children = list(children)
+        load = children.pop(0) if self.load is not None else None
+        body = children.pop(0)
+        store = children.pop(0) if self.store is not None else None
+        return Alloc(self.spec, self.operand, self.new, body, load, store)
+
+    @property
+    def body_index(self) -> int:
+        return 1 if self.load is not None else 0
+
+
+@dataclass(frozen=True, eq=False)
+class KernelApp(Impl):
+    """A target microkernel applied to the spec's operands; `kernel_cost` comes from the target."""
+
+    spec: Spec
+    kernel: str
+    kernel_cost: int

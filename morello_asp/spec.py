@@ -1,0 +1,322 @@
+"""Specs and tensor specs (paper 2.2), their text form, validation and canonical form."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from math import prod
+
+from .dtypes import Dtype
+from .errors import SpecError, SpecSyntaxError
+from .kinds import kind as get_kind
+from .layout import Layout, LayoutError
+from .target import Target, get_target
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    dtype: Dtype
+    level: str
+    layout: Layout
+    aligned: bool = True
+    contig: int | None = None  # None: fully contiguous (filled in by canonical())
+    vector_size: int | None = None
+
+    def canonical(self, shape, target: Target | None = None) -> "TensorSpec":
+        """Equal tensors get equal specs: contiguousness defaults to full, a single value
+        is contiguous and row-major, register tensors are always aligned."""
+        lay = self.layout
+        full = lay.full_contiguity()
+        contig = full if self.contig is None else min(self.contig, full)
+        aligned = self.aligned
+        if prod(shape) == 1 and not lay.is_packed:
+            lay = Layout.row_major(len(shape))
+            contig = lay.full_contiguity()
+        if self.level in ("RF", "VRF"):
+            aligned = True
+        return TensorSpec(self.dtype, self.level, lay, aligned, contig, self.vector_size)
+
+    def is_contiguous(self) -> bool:
+        return self.contig is None or self.contig >= self.layout.full_contiguity()
+
+    def text(self) -> str:
+        parts = [str(self.dtype), self.level, str(self.layout)]
+        if not self.aligned:
+            parts.append("ua")
+        if self.contig is not None and self.contig < self.layout.full_contiguity():
+            parts.append(f"c{self.contig}")
+        if self.vector_size:
+            parts.append(f"v{self.vector_size}")
+        return "(" + ", ".join(parts) + ")"
+
+
+@dataclass(frozen=True)
+class Spec:
+    kind: str
+    shape: tuple[int, ...]
+    operands: tuple[TensorSpec, ...]
+    serial: bool = True
+    limits: tuple[int, ...] = ()
+
+    # ---- derived facts -------------------------------------------------------------
+    @property
+    def k(self):
+        return get_kind(self.kind)
+
+    @property
+    def operand_shapes(self) -> tuple[tuple[int, ...], ...]:
+        return self.k.operand_shapes(self.shape)
+
+    @property
+    def output(self) -> int:
+        return self.k.output
+
+    @property
+    def volume(self) -> int:
+        return prod(self.shape)
+
+    def with_operand(self, i: int, ts: TensorSpec) -> "Spec":
+        ops = list(self.operands)
+        ops[i] = ts
+        return replace(self, operands=tuple(ops)).canonical()
+
+    def canonical(self) -> "Spec":
+        ops = tuple(t.canonical(s) for t, s in zip(self.operands, self.operand_shapes))
+        return replace(self, operands=ops)
+
+    def validate(self, target: Target | None = None) -> "Spec":
+        target = target or get_target()
+        k = self.k
+        if k.rank is not None and len(self.shape) != k.rank:
+            raise SpecError(f"{self.kind} takes {k.rank} dimensions ({'x'.join(k.dim_names(k.rank))}), got {len(self.shape)}")
+        if any(d < 1 for d in self.shape):
+            raise SpecError(f"dimensions must be positive: {self.shape}")
+        if len(self.operands) != k.arity(len(self.shape)):
+            raise SpecError(f"{self.kind} takes {k.arity(len(self.shape))} tensor specs, got {len(self.operands)}")
+        if len(self.limits) != len(target.levels):
+            raise SpecError(f"memory limits need {len(target.levels)} entries ({', '.join(target.level_names)}), got {len(self.limits)}")
+        for lim, lv in zip(self.limits, target.levels):
+            if lim < 0:
+                raise SpecError(f"memory limit for {lv.name} is negative")
+        for i, (t, shp) in enumerate(zip(self.operands, self.operand_shapes)):
+            target.level(t.level)
+            try:
+                t.layout.validate(len(shp))
+            except LayoutError as e:
+                raise SpecError(f"operand {i}: {e}") from None
+            vol = prod(shp)
+            if t.level == "VRF":
+                if not t.vector_size:
+                    raise SpecError(f"operand {i} is in VRF and needs a vector size (e.g. v8)")
+                if t.vector_size * t.dtype.nbytes not in target.vector_types:
+                    raise SpecError(
+                        f"operand {i}: v{t.vector_size} of {t.dtype} is {t.vector_size * t.dtype.nbytes} bytes; "
+                        f"vector registers hold {sorted(target.vector_types)} bytes"
+                    )
+                if vol % t.vector_size:
+                    raise SpecError(f"operand {i}: vector size {t.vector_size} does not divide its volume {vol}")
+            elif t.vector_size:
+                raise SpecError(f"operand {i}: a vector size is only meaningful in VRF, not {t.level}")
+        return self
+
+    # ---- text ----------------------------------------------------------------------
+    def text(self) -> str:
+        dims = "x".join(str(d) for d in self.shape)
+        ops = ", ".join(t.text() for t in self.operands)
+        serial = ", serial" if self.serial else ""
+        lims = ", ".join(str(x) for x in self.limits)
+        return f"({self.kind}({dims}, {ops}{serial}), [{lims}])"
+
+    def short(self) -> str:
+        """Compact form for program listings: kind, shape and operand levels."""
+        dims = "x".join(str(d) for d in self.shape)
+        return f"{self.kind}({dims}, {', '.join(t.level for t in self.operands)})"
+
+    __str__ = text
+
+    # ---- scheduling (paper 2.3) live in morello_asp.schedule and are attached there ----
+
+
+# ----------------------------------------------------------------------------- parsing
+
+_TOKEN = re.compile(r"\s*(?:(?P<num>\d+)|(?P<word>[A-Za-z_][A-Za-z_0-9]*)|(?P<punct>[(),\[\]×x]))")
+
+
+class _Parser:
+    def __init__(self, text: str):
+        self.text = text
+        self.pos = 0
+
+    def error(self, expected: str):
+        snippet = self.text[self.pos : self.pos + 20]
+        raise SpecSyntaxError(
+            f"at column {self.pos + 1}: expected {expected}, found {snippet!r}\n  {self.text}\n  {' ' * self.pos}^"
+        )
+
+    def skip_ws(self):
+        while self.pos < len(self.text) and self.text[self.pos].isspace():
+            self.pos += 1
+
+    def peek(self, s: str) -> bool:
+        self.skip_ws()
+        return self.text.startswith(s, self.pos)
+
+    def eat(self, s: str):
+        if not self.peek(s):
+            self.error(repr(s))
+        self.pos += len(s)
+
+    def maybe(self, s: str) -> bool:
+        if self.peek(s):
+            self.pos += len(s)
+            return True
+        return False
+
+    def word(self, what="a name") -> str:
+        self.skip_ws()
+        m = re.compile(r"[A-Za-z_][A-Za-z_0-9]*").match(self.text, self.pos)
+        if not m:
+            self.error(what)
+        self.pos = m.end()
+        return m.group(0)
+
+    def number(self, what="a number") -> int:
+        self.skip_ws()
+        m = re.compile(r"\d+").match(self.text, self.pos)
+        if not m:
+            self.error(what)
+        self.pos = m.end()
+        return int(m.group(0))
+
+    def dims(self) -> tuple[int, ...]:
+        out = [self.number("a dimension size")]
+        while True:
+            self.skip_ws()
+            if self.text.startswith("x", self.pos) or self.text.startswith("×", self.pos):
+                self.pos += 1
+                out.append(self.number("a dimension size after 'x'"))
+            else:
+                return tuple(out)
+
+    def layout_text(self) -> str:
+        self.skip_ws()
+        if self.peek("["):
+            end = self.text.find("]", self.pos)
+            if end < 0:
+                self.error("']' closing the layout")
+            s = self.text[self.pos : end + 1]
+            self.pos = end + 1
+            return s
+        return self.word("a layout (row_major, col_major or [..])")
+
+    def tensor_spec(self, rank: int) -> TensorSpec:
+        self.eat("(")
+        start = self.pos
+        dt = self.word("a dtype")
+        try:
+            dtype = Dtype.parse(dt)
+        except ValueError as e:
+            self.pos = start
+            self.error(str(e).replace("unknown dtype", "a dtype, not"))
+        self.eat(",")
+        level = self.word("a memory level").upper()
+        self.eat(",")
+        lpos = self.pos
+        ltext = self.layout_text()
+        try:
+            layout = Layout.parse(ltext, rank)
+        except LayoutError as e:
+            self.pos = lpos
+            self.error(f"a layout for a rank-{rank} tensor ({e})")
+        aligned, contig, vsize = True, None, None
+        while self.maybe(","):
+            fpos = self.pos
+            flag = self.word("ua, cN or vN")
+            if flag == "ua":
+                aligned = False
+            elif re.fullmatch(r"c\d+", flag):
+                contig = int(flag[1:])
+            elif re.fullmatch(r"v\d+", flag):
+                vsize = int(flag[1:])
+            else:
+                self.pos = fpos
+                self.error("ua, cN or vN")
+        self.eat(")")
+        return TensorSpec(dtype, level, layout, aligned, contig, vsize)
+
+
+def parse_spec(text: str, target: Target | str | None = None) -> Spec:
+    """Parse the paper's spec syntax, or the sugar `Kind(MxKxN, dtype)`.
+
+    Sugar puts every tensor in GL, row-major, serial, with the target's full memory.
+    """
+    tgt = target if isinstance(target, Target) else get_target(target or "avx2")
+    p = _Parser(text)
+    full = p.maybe("(")
+    kname = p.word("a spec kind")
+    try:
+        k = get_kind(kname)
+    except ValueError as e:
+        p.pos = 0
+        p.error(str(e))
+    p.eat("(")
+    shape = p.dims()
+    if kname.startswith("Matmul") and len(shape) == 3:
+        shape = (1, *shape)  # m x k x n sugar: batch of one
+    rank_for = k.operand_dims(len(shape))
+    ops: list[TensorSpec] = []
+    serial = True
+    p.eat(",")
+    p.skip_ws()
+    if not p.peek("("):
+        dt = p.word("a dtype or a tensor spec")
+        dtype = Dtype.parse(dt)
+        ops = [TensorSpec(dtype, tgt.levels[-1].name, Layout.row_major(len(d))) for d in rank_for]
+        if p.maybe(","):
+            flag = p.word("serial or parallel")
+            if flag not in ("serial", "parallel"):
+                p.error("serial or parallel")
+            serial = flag == "serial"
+        p.eat(")")
+    else:
+        serial = False
+        i = 0
+        while True:
+            if p.peek("("):
+                if i >= len(rank_for):
+                    p.error(f"')' ({kname} takes {len(rank_for)} tensor specs)")
+                ops.append(p.tensor_spec(len(rank_for[i])))
+                i += 1
+            else:
+                w = p.word("a tensor spec or 'serial'")
+                if w != "serial":
+                    p.error("'serial'")
+                serial = True
+            if not p.maybe(","):
+                break
+        p.eat(")")
+    limits = tgt.max_limits()
+    if full:
+        if p.maybe(","):
+            p.eat("[")
+            limits = [p.number("a memory limit")]
+            while p.maybe(","):
+                limits.append(p.number("a memory limit"))
+            p.eat("]")
+            limits = tuple(limits)
+        p.eat(")")
+    p.skip_ws()
+    if p.pos != len(p.text):
+        p.error("end of spec")
+    spec = Spec(kname, tuple(shape), tuple(ops), serial, tuple(limits))
+    spec.validate(tgt)
+    return spec.canonical()
+
+
+def parse_tensor_spec(text: str, rank: int) -> TensorSpec:
+    """Parse one tensor spec, e.g. `(f32, VRF, row_major, v8)`, for a rank-`rank` tensor."""
+    p = _Parser(text)
+    ts = p.tensor_spec(rank)
+    p.skip_ws()
+    if p.pos != len(p.text):
+        p.error("end of tensor spec")
+    return ts

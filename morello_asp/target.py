@@ -1,0 +1,161 @@
+"""A target read from its logic fact file (`encodings/targets/NAME.lp`) through clingo.
+
+Python never parses the fact file itself: clingo grounds it and we read the atoms, so a
+target written with rules (e.g. levels derived from other facts) works as well.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import clingo
+
+from .errors import TargetError
+
+ENCODINGS = Path(__file__).resolve().parent.parent / "encodings"
+try:  # installed layout: morello_asp/encodings
+    from morello_asp import encodings as _enc  # type: ignore
+
+    ENCODINGS = Path(_enc.__file__).resolve().parent
+except Exception:  # pragma: no cover - source checkout before install
+    pass
+
+
+@dataclass(frozen=True)
+class Level:
+    name: str  # upper case, as in spec text: RF, VRF, L1, GL
+    index: int
+    capacity: int
+    unit: str  # value | vector | line | byte
+    weight: int
+    kind: str  # register | cache | memory
+
+    @property
+    def atom(self) -> str:
+        return self.name.lower()
+
+    @property
+    def has_layout(self) -> bool:
+        return self.kind != "register"
+
+
+@dataclass
+class Target:
+    name: str
+    files: tuple[Path, ...]
+    levels: tuple[Level, ...]
+    line_bytes: int
+    vector_types: dict[int, str]
+    threads: int
+    parallel_setup: int
+    parallel_per_iter: int
+    move_dests: frozenset[tuple[str, str]]
+    kernel_c: dict[tuple[str, str], str] = field(default_factory=dict)  # (kernel, dtype) -> C
+
+    def level(self, name: str) -> Level:
+        for lv in self.levels:
+            if lv.name == name.upper():
+                return lv
+        raise TargetError(
+            f"target {self.name} has no memory level {name!r}; levels: {', '.join(l.name for l in self.levels)}"
+        )
+
+    @property
+    def level_names(self) -> list[str]:
+        return [lv.name for lv in self.levels]
+
+    def max_limits(self) -> tuple[int, ...]:
+        return tuple(lv.capacity for lv in self.levels)
+
+    def units(self, level: str, volume: int, nbytes: int, vector_size: int | None) -> int:
+        """Capacity units a buffer of `volume` values occupies at `level`."""
+        lv = self.level(level)
+        if lv.unit == "value":
+            return volume
+        if lv.unit == "vector":
+            v = vector_size or 1
+            return -(-volume // v)
+        if lv.unit == "line":
+            return -(-(volume * nbytes) // self.line_bytes)
+        return volume * nbytes
+
+    def vector_type(self, vector_size: int, nbytes: int) -> str:
+        try:
+            return self.vector_types[vector_size * nbytes]
+        except KeyError:
+            raise TargetError(f"target {self.name} has no {vector_size * nbytes}-byte vector registers") from None
+
+
+def _sym(s: clingo.Symbol):
+    if s.type == clingo.SymbolType.Number:
+        return s.number
+    if s.type == clingo.SymbolType.String:
+        return s.string
+    return str(s)
+
+
+def target_entry(name_or_path: str | Path) -> Path:
+    p = Path(name_or_path)
+    if p.suffix == ".lp" and p.exists():
+        return p.resolve()
+    cand = ENCODINGS / "targets" / f"{name_or_path}.lp"
+    if cand.exists():
+        return cand
+    known = sorted(q.stem for q in (ENCODINGS / "targets").glob("*.lp"))
+    raise TargetError(f"unknown target {name_or_path!r}; known targets: {', '.join(known)} (or pass a path to a .lp file)")
+
+
+def load_target_file(entry: Path, extra: tuple[Path, ...] = ()) -> Target:
+    messages: list[str] = []
+    ctl = clingo.Control(["--warn=none"], logger=lambda code, msg: messages.append(msg))
+    try:
+        for f in (entry, *extra):
+            ctl.load(str(f))
+        ctl.ground([("base", [])])
+    except RuntimeError:
+        raise TargetError(f"cannot load target {entry}:\n" + "\n".join(messages)) from None
+    atoms: dict[str, list[tuple]] = {}
+    for a in ctl.symbolic_atoms:
+        if a.is_fact or True:
+            s = a.symbol
+            atoms.setdefault(s.name, []).append(tuple(_sym(x) for x in s.arguments))
+
+    def one(name):
+        rows = atoms.get(name, [])
+        if len(rows) != 1:
+            raise TargetError(f"target {entry}: expected exactly one {name}/… fact, found {len(rows)}")
+        return rows[0]
+
+    levels = sorted(
+        (Level(str(n).upper(), i, cap, str(u), w, str(k)) for n, i, cap, u, w, k in atoms.get("tgt_level", [])),
+        key=lambda l: l.index,
+    )
+    if not levels:
+        raise TargetError(f"target {entry}: no tgt_level/6 facts")
+    if [l.index for l in levels] != list(range(len(levels))):
+        raise TargetError(f"target {entry}: tgt_level indices must be 0..{len(levels) - 1}")
+    for l in levels:
+        if l.unit not in ("value", "vector", "line", "byte") or l.kind not in ("register", "cache", "memory"):
+            raise TargetError(f"target {entry}: bad tgt_level for {l.name}: unit {l.unit}, kind {l.kind}")
+    setup, per_iter = one("tgt_parallel_overhead")
+    kernel_c = {}
+    for k, dt, c in atoms.get("tgt_kernel_c", []):
+        kernel_c[(str(k), str(dt))] = c
+    return Target(
+        name=str(one("tgt_name")[0]),
+        files=(entry, *extra),
+        levels=tuple(levels),
+        line_bytes=one("tgt_line_bytes")[0],
+        vector_types={b: t for b, t in atoms.get("tgt_vector_bytes", [])},
+        threads=one("tgt_threads")[0],
+        parallel_setup=setup,
+        parallel_per_iter=per_iter,
+        move_dests=frozenset((str(a).upper(), str(b).upper()) for a, b in atoms.get("tgt_move_dest", [])),
+        kernel_c=kernel_c,
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def get_target(name_or_path: str = "avx2", extra: tuple[str, ...] = ()) -> Target:
+    return load_target_file(target_entry(name_or_path), tuple(Path(e).resolve() for e in extra))

@@ -1,0 +1,82 @@
+"""Spec <-> logic terms: the input facts written for each spec, and decoding of the
+child atoms the rule files derive. The predicate contract is in encodings/README.md."""
+from __future__ import annotations
+
+import re
+from math import prod
+
+import clingo
+
+from morello_asp.cost import move_cost
+from morello_asp.dtypes import Dtype
+from morello_asp.layout import Layout, PhysDim
+from morello_asp.spec import Spec, TensorSpec
+from morello_asp.target import Target
+
+
+def snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def camel(name: str) -> str:
+    return "".join(p.capitalize() for p in name.split("_"))
+
+
+def layout_term(lay: Layout) -> str:
+    parts = [f"pd({p.dim},{p.kind},{p.size})" for p in lay.pdims]
+    return "(" + ",".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+def layout_from_symbol(sym: clingo.Symbol) -> Layout:
+    return Layout(tuple(PhysDim(a.arguments[0].number, a.arguments[1].name, a.arguments[2].number) for a in sym.arguments))
+
+
+def layout_facts(lay: Layout, rank: int) -> list[str]:
+    """layout_pack/3 facts for a layout that is not in the catalog."""
+    covered: dict[int, int] = {}
+    out = []
+    for p in reversed(lay.pdims):
+        if p.kind != "dyn":
+            covered[p.dim] = covered.get(p.dim, 1) * p.size
+            out.append(f"layout_pack({layout_term(lay)},{p.dim},{covered[p.dim]}).")
+    return out
+
+
+def spec_facts(sid: int, spec: Spec, target: Target) -> list[str]:
+    f = [f"spec({sid},{snake(spec.kind)}).", f"spec_rank({sid},{len(spec.shape)})."]
+    f += [f"spec_dim({sid},{d},{n})." for d, n in enumerate(spec.shape)]
+    if spec.serial:
+        f.append(f"spec_serial({sid}).")
+    f += [f"spec_limit({sid},{lv.atom},{u})." for lv, u in zip(target.levels, spec.limits)]
+    f.append(f"spec_output({sid},{spec.output}).")
+    f += [f"spec_reduction({sid},{d})." for d in spec.k.reduction(len(spec.shape))]
+    for op, (ts, dims, shape) in enumerate(zip(spec.operands, spec.k.operand_dims(len(spec.shape)), spec.operand_shapes)):
+        lay = ts.layout
+        f.append(
+            f"spec_operand({sid},{op},{ts.dtype.short},{ts.level.lower()},{int(ts.aligned)},{ts.contig},{ts.vector_size or 0},{layout_term(lay)})."
+        )
+        f += [f"spec_opdim({sid},{op},{j},{d})." for j, d in enumerate(dims)]
+        f.append(f"spec_npdims({sid},{op},{lay.full_contiguity()}).")
+        f.append(f"spec_opvol({sid},{op},{prod(shape)}).")
+        f.append(f"spec_mcost({sid},{op},{move_cost(ts, shape, target)}).")
+        stride = 1
+        for p, (before, ext, pd) in enumerate(lay._covers(shape)):
+            f.append(f"spec_pdim({sid},{op},{p},{pd.dim},{pd.kind},{before},{ext},{stride}).")
+            stride *= ext
+        if lay.is_packed:
+            f += layout_facts(lay, len(shape))
+    return f
+
+
+def kind_name(sym: clingo.Symbol) -> str:
+    return camel(sym.name)
+
+
+def build_child(kind: str, dims: dict[int, int], ops: dict[int, tuple], serial: bool, limits: dict[str, int], target: Target) -> Spec:
+    shape = tuple(dims[d] for d in sorted(dims))
+    operands = []
+    for i in sorted(ops):
+        dt, lv, al, c, v, lay = ops[i]
+        operands.append(TensorSpec(Dtype.parse(dt), lv.upper(), lay, bool(al), c, v or None))
+    lims = tuple(limits[lv.atom] for lv in target.levels)
+    return Spec(kind, shape, tuple(operands), serial, lims).canonical()
