@@ -11,6 +11,7 @@ from .spec import Spec, TensorSpec, parse_spec
 from .target import Target, get_target
 from . import schedule as _schedule  # noqa: F401  (attaches scheduling methods)
 from .cost import Cost, compute_cost
+from .codegen import api as _codegen_api  # noqa: F401,E402  (attaches to_c/compile/benchmark)
 
 __all__ = [
     "Alloc", "Block", "Cost", "Dtype", "Impl", "KernelApp", "Layout", "LegalityError", "Loop",

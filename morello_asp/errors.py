@@ -31,3 +31,11 @@ class NoImplementationError(MorelloError):
 
 class LegalityError(MorelloError):
     """A program or layout that a z3 legality proof refutes."""
+
+
+class CodegenError(MorelloError):
+    """A program that cannot be lowered to C (open specs, a kernel without C, a bad template)."""
+
+
+class CompileError(CodegenError):
+    """gcc rejected the generated C; the message carries the compiler's output."""

@@ -1,0 +1,139 @@
+"""Python face of codegen: `impl.to_c()`, `impl.compile()`, `impl.benchmark()`.
+
+Calling convention: positional arguments are the spec's operands other than the
+output, in order, as numpy arrays in *logical* shape (lhs b×m×k, rhs b×k×n for
+Matmul; a batch-1 operand may be passed as 2-D). `out=` is the output array; for
+accumulating kinds its contents are accumulated into (zeros when omitted). Arrays are
+converted to and from each operand's layout (packed, col_major, ...) here, so callers
+never see physical buffers. Dtypes must match the spec exactly.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from math import prod
+
+import numpy as np
+
+from morello_asp.errors import CodegenError
+from morello_asp.ir import Impl
+from morello_asp.spec import Spec
+
+from .build import build
+from .convert import from_buffer, is_aligned, to_buffer, aligned_empty
+from .ctarget import get_ctarget
+from .emit import bench_signature, generate, param_names, signature
+from .reference import flops
+
+
+@dataclass
+class BenchResult:
+    seconds: float  # median seconds per call
+    gflops: float  # from the median; 0 for specs that do no arithmetic
+    times: list[float] = field(default_factory=list)  # seconds per call, one per repetition
+    iters: int = 0  # calls per repetition
+
+    def __str__(self) -> str:
+        return f"{self.seconds * 1e3:.4f} ms/iter, {self.gflops:.2f} GFLOP/s (median of {len(self.times)} reps x {self.iters} calls)"
+
+
+class Program:
+    """A compiled program: call it on numpy arrays, or time it."""
+
+    def __init__(self, impl: Impl, target: str = "avx2"):
+        self.impl = impl
+        self.spec: Spec = impl.spec
+        self.source, self.openmp = generate(impl, target)
+        ct = get_ctarget(target)
+        cdef = signature(self.spec, "kernel") + ";\n" + bench_signature(self.spec, "kernel") + ";"
+        self.module = build(self.source, cdef, ct.flags, self.openmp)
+        self.names = param_names(self.spec)
+
+    # ------------------------------------------------------------ argument handling
+    def _logical(self, i: int, a, what: str) -> np.ndarray:
+        spec = self.spec
+        shape = spec.operand_shapes[i]
+        dt = spec.operands[i].dtype
+        a = np.asarray(a)
+        if a.dtype != dt.np_dtype:
+            raise CodegenError(f"{what} ({self.names[i]}) has dtype {a.dtype}; {spec.short()} needs {dt.np_dtype} (use .astype(np.{dt.np_dtype}))")
+        if a.shape != shape:
+            if len(shape) >= 1 and shape[0] == 1 and a.shape == shape[1:]:
+                a = a.reshape(shape)
+            else:
+                raise CodegenError(f"{what} ({self.names[i]}) has shape {a.shape}; {spec.short()} needs {shape}")
+        return a
+
+    def _buffer(self, i: int, a: np.ndarray) -> np.ndarray:
+        ts = self.spec.operands[i]
+        shape = self.spec.operand_shapes[i]
+        if (str(ts.layout) == "row_major" and a.flags.c_contiguous and is_aligned(a)
+                and ts.layout.buffer_volume(shape) == a.size):
+            return a.reshape(-1)
+        return to_buffer(a, ts.layout, shape)
+
+    def _ptrs(self, bufs):
+        ffi = self.module.ffi
+        return [ffi.from_buffer(f"{self.spec.operands[i].dtype.c_type}[]", b, require_writable=(i == self.spec.output)) for i, b in enumerate(bufs)]
+
+    def __call__(self, *args, out=None):
+        spec = self.spec
+        ins = [i for i in range(len(spec.operands)) if i != spec.output]
+        if len(args) != len(ins):
+            want = ", ".join(self.names[i] for i in ins) or "no positional arguments"
+            raise CodegenError(f"{spec.short()} takes {len(ins)} input array(s) ({want}) and out=, got {len(args)}")
+        arrays = {i: self._logical(i, a, f"argument {k + 1}") for k, (i, a) in enumerate(zip(ins, args))}
+        o = spec.output
+        oshape = spec.operand_shapes[o]
+        squeeze = any(np.ndim(a) < len(spec.operand_shapes[i]) for i, a in zip(ins, args))
+        if out is not None:
+            out_arr = self._logical(o, out, "out")
+            if not out_arr.flags.writeable:
+                raise CodegenError("out is read-only")
+        else:
+            out_arr = np.zeros(oshape, dtype=spec.operands[o].dtype.np_dtype)
+        arrays[o] = out_arr
+        bufs = [self._buffer(i, arrays[i]) for i in range(len(spec.operands))]
+        self.module.lib.kernel(*self._ptrs(bufs))
+        if not np.shares_memory(bufs[o], out_arr):
+            from_buffer(bufs[o], spec.operands[o].layout, oshape, out=out_arr)
+        if out is not None:
+            return out
+        return out_arr.reshape(oshape[1:]) if squeeze and oshape[0] == 1 else out_arr
+
+    # ------------------------------------------------------------ timing
+    def benchmark(self, reps: int = 7, min_time: float = 0.05, warmup: int = 2, seed: int = 0) -> BenchResult:
+        """Median time per call over `reps` repetitions, each long enough (>= min_time s)
+        that the clock's resolution does not matter; the loop runs in C."""
+        spec = self.spec
+        rng = np.random.default_rng(seed)
+        bufs = []
+        for i, (ts, shape) in enumerate(zip(spec.operands, spec.operand_shapes)):
+            a = rng.random(shape) if ts.dtype.is_float else rng.integers(-4, 5, shape)
+            bufs.append(to_buffer(a.astype(ts.dtype.np_dtype), ts.layout, shape))
+        ptrs = self._ptrs(bufs)
+        ffi = self.module.ffi
+        times = ffi.new("double[]", max(reps, 1))
+        self.module.lib.kernel_bench(*ptrs, warmup, 1, 1, times)
+        once = max(times[0], 1e-9)
+        iters = max(1, min(10**7, int(min_time / once)))
+        self.module.lib.kernel_bench(*ptrs, 0, iters, reps, times)
+        ts = [times[r] for r in range(reps)]
+        med = statistics.median(ts)
+        return BenchResult(med, flops(spec) / med / 1e9, ts, iters)
+
+
+def compile_impl(impl: Impl, target: str = "avx2") -> Program:
+    return Program(impl, target)
+
+
+def attach():
+    """Give every IR node to_c / compile / benchmark (called from morello_asp/__init__)."""
+    from .emit import to_c
+
+    Impl.to_c = lambda self, target="avx2": to_c(self, target)
+    Impl.compile = lambda self, target="avx2": compile_impl(self, target)
+    Impl.benchmark = lambda self, target="avx2", **kw: compile_impl(self, target).benchmark(**kw)
+
+
+attach()

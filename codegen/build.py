@@ -1,0 +1,82 @@
+"""Build generated C into a Python extension with cffi (API mode) and gcc.
+
+cffi writes the module's C (our source plus its glue); we run gcc ourselves so a
+failure carries gcc's own message. Modules are cached by a hash of everything that
+affects the binary (source, flags, compiler, cffi and Python versions), so a changed
+program or toolchain never loads a stale module.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import cffi
+
+from .errors import CompileError
+
+BASE_FLAGS = ("-O3", "-std=c99", "-fPIC", "-shared")
+
+
+def cache_dir() -> Path:
+    d = Path(os.environ.get("MORELLO_ASP_CACHE") or Path.home() / ".cache" / "morello-asp")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+@lru_cache(maxsize=None)
+def _gcc() -> tuple[str, str]:
+    cc = os.environ.get("CC", "gcc")
+    path = shutil.which(cc)
+    if path is None:
+        raise CompileError(f"C compiler {cc!r} not found on PATH (set CC to a gcc)")
+    ver = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
+    return path, ver[0] if ver else ""
+
+
+_LOADED: dict[str, object] = {}
+
+
+def build(source: str, cdef: str, flags: tuple[str, ...] = (), openmp: bool = False):
+    """The cffi module (with .ffi and .lib) for `source`, compiled or from the cache."""
+    cc, ccver = _gcc()
+    all_flags = (*BASE_FLAGS, *flags, *(("-fopenmp",) if openmp else ()))
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    key = hashlib.sha256("\0".join([source, cdef, " ".join(all_flags), ccver, cffi.__version__, sys.version, suffix]).encode()).hexdigest()[:20]
+    name = f"_morello_{key}"
+    if name in _LOADED:
+        return _LOADED[name]
+    so = cache_dir() / f"{name}{suffix}"
+    if not so.exists():
+        ffi = cffi.FFI()
+        ffi.cdef(cdef)
+        ffi.set_source(name, source)
+        with tempfile.TemporaryDirectory(prefix="morello-build-") as tmp:
+            c_file = Path(tmp) / f"{name}.c"
+            with contextlib.redirect_stdout(io.StringIO()):  # cffi announces each file it writes
+                ffi.emit_c_code(str(c_file))
+            (cache_dir() / f"{name}.src.c").write_text(source)  # for reading assembly / debugging
+            out = Path(tmp) / so.name
+            cmd = [cc, *all_flags, f"-I{sysconfig.get_paths()['include']}", str(c_file), "-o", str(out)]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise CompileError(
+                    f"gcc failed (exit {r.returncode}) on the generated C (kept at {cache_dir() / (name + '.src.c')}):\n"
+                    + r.stderr.strip()
+                )
+            os.replace(out, so)  # atomic: a concurrent reader never sees half a module
+    spec = importlib.util.spec_from_file_location(name, so)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    _LOADED[name] = mod
+    return mod

@@ -1,0 +1,62 @@
+"""numpy arrays in logical shape <-> flat buffers in an operand's layout.
+
+The C function takes each operand as a flat buffer in that operand's layout; Python
+callers pass and get arrays in logical shape. The permutation is the layout's own
+buffer expression evaluated on numpy index grids, so every layout (packed, odd-even)
+converts with the same code that indexes it in C.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from morello_asp.layout import Layout
+
+ALIGN = 64
+
+
+def aligned_empty(n: int, dtype) -> np.ndarray:
+    """A 1-D array of n values whose data starts on an ALIGN-byte boundary."""
+    dtype = np.dtype(dtype)
+    raw = np.empty(n * dtype.itemsize + ALIGN, dtype=np.uint8)
+    start = (-raw.ctypes.data) % ALIGN
+    return raw[start:start + n * dtype.itemsize].view(dtype)
+
+
+def is_aligned(a: np.ndarray) -> bool:
+    return a.ctypes.data % ALIGN == 0
+
+
+@functools.lru_cache(maxsize=64)
+def index_map(layout: Layout, shape: tuple[int, ...]) -> np.ndarray | None:
+    """Buffer offset of every logical coordinate, or None when the layout is the identity."""
+    names = [f"x{i}" for i in range(len(shape))]
+    grid = np.indices(shape)
+    idx = np.broadcast_to(layout.buffer_expr(shape, names).eval(dict(zip(names, grid))), shape).astype(np.int64)
+    if np.array_equal(idx.reshape(-1), np.arange(idx.size)) and layout.buffer_volume(shape) == idx.size:
+        return None
+    return idx
+
+
+def to_buffer(arr: np.ndarray, layout: Layout, shape) -> np.ndarray:
+    """An aligned flat buffer holding `arr` (logical shape) in `layout`."""
+    shape = tuple(shape)
+    buf = aligned_empty(layout.buffer_volume(shape), arr.dtype)
+    idx = index_map(layout, shape)
+    if idx is None:
+        buf[...] = arr.reshape(-1)
+    else:
+        buf[...] = 0
+        buf[idx.reshape(-1)] = arr.reshape(-1)
+    return buf
+
+
+def from_buffer(buf: np.ndarray, layout: Layout, shape, out: np.ndarray | None = None) -> np.ndarray:
+    shape = tuple(shape)
+    idx = index_map(layout, shape)
+    vals = buf.reshape(shape) if idx is None else buf[idx]
+    if out is None:
+        return vals.copy()
+    out[...] = vals
+    return out

@@ -1,0 +1,478 @@
+"""Lower a complete implementation tree to one C99 function.
+
+Every operand of the spec being emitted is a *view*: a buffer (a C array, pointer or a
+set of register variables) plus the view's origin in buffer coordinates. Index
+expressions are the buffer layout's expression applied to origin + in-view coordinate,
+simplified with the ranges of the enclosing loop variables. Register buffers have one
+C variable per register, so loops whose bodies index registers are unrolled and every
+register index is a constant.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, replace
+from math import prod
+
+import numpy as np
+
+from morello_asp.expr import Add, Const, Expr, Mul, Var, lift
+from morello_asp.ir import Alloc, Block, Impl, KernelApp, Loop, Pipeline, SpecHole
+from morello_asp.printer import PARAM_NAMES
+from morello_asp.spec import Spec, TensorSpec
+
+from .ctarget import CTarget, get_ctarget
+from .errors import CodegenError
+from .simplify import VarRange, simplify
+
+STACK_BYTES = 32 * 1024  # larger memory buffers go to the heap (OpenMP threads have small stacks)
+ALIGN = 64
+
+
+@dataclass(frozen=True)
+class Buffer:
+    name: str
+    shape: tuple[int, ...]
+    ts: TensorSpec
+    in_registers: bool
+    root: str = ""  # the program parameter this buffer copies, for readable names
+
+    @property
+    def volume(self) -> int:
+        return self.ts.layout.buffer_volume(self.shape)
+
+
+@dataclass(frozen=True)
+class View:
+    buf: Buffer
+    origin: tuple[Expr, ...]
+    shape: tuple[int, ...]
+    ts: TensorSpec  # the tensor spec the current spec sees (level, alignment flags)
+
+
+def param_names(spec: Spec) -> list[str]:
+    return list(PARAM_NAMES.get(spec.kind, [f"op{i}" for i in range(len(spec.operands))]))
+
+
+def inputs_of(spec: Spec) -> list[int]:
+    """Operands the program reads: all but a non-accumulating output."""
+    return [i for i in range(len(spec.operands)) if i != spec.output or spec.k.is_accum]
+
+
+class Emitter:
+    def __init__(self, ct: CTarget):
+        self.ct = ct
+        self.lines: list[str] = []
+        self.depth = 1
+        self.env: dict[str, VarRange] = {}
+        self.used: set[str] = set()
+        self.uses_omp = False
+
+    # ---------------------------------------------------------------- helpers
+    def out(self, text: str = ""):
+        self.lines.append("    " * self.depth + text if text else "")
+
+    def fresh(self, base: str) -> str:
+        n, name = 0, base
+        while name in self.used:
+            n += 1
+            name = f"{base}{n}"
+        self.used.add(name)
+        return name
+
+    def is_register(self, level: str) -> bool:
+        return self.ct.target.level(level).kind == "register"
+
+    def offset(self, v: View, coord) -> Expr:
+        pos = [o + lift(c) for o, c in zip(v.origin, coord)]
+        return simplify(v.buf.ts.layout.buffer_expr(v.buf.shape, pos), self.env)
+
+    def lvalue(self, v: View, coord) -> str:
+        off = self.offset(v, coord)
+        b = v.buf
+        if not b.in_registers:
+            return f"{b.name}[{off.to_c()}]"
+        if not isinstance(off, Const):
+            raise CodegenError(f"register buffer {b.name} indexed by a non-constant ({off.to_c()}); loops over registers must be unrolled")
+        if b.ts.vector_size:
+            vs = b.ts.vector_size
+            return f"{b.name}_{off.value // vs}[{off.value % vs}]"  # GNU vector subscript
+        return b.name if b.volume == 1 else f"{b.name}_{off.value}"
+
+    def aligned(self, v: View, nbytes: int) -> bool:
+        """True if the view's first value is provably `nbytes`-aligned for every value of
+        the enclosing loop variables (memory buffers are allocated ALIGN-aligned). This is
+        proved here rather than trusted from the spec, since a cache move only renames."""
+        if v.buf.in_registers:
+            return True
+        size = v.buf.ts.dtype.nbytes
+        off = self.offset(v, (0,) * len(v.shape))
+        terms = off.terms if isinstance(off, Add) else (off,)
+        for t in terms:
+            coef, atom = (t.coef, t.term) if isinstance(t, Mul) else (1, t)
+            if isinstance(atom, Const):
+                mult = atom.value
+            elif isinstance(atom, Var) and atom.name in self.env:
+                mult = self.env[atom.name].step
+            else:
+                return False
+            if (coef * mult * size) % nbytes:
+                return False
+        return nbytes <= ALIGN
+
+    def pointer(self, v: View, coord) -> str:
+        if v.buf.in_registers:
+            raise CodegenError(f"a kernel asked for a pointer into register buffer {v.buf.name}")
+        off = self.offset(v, coord)
+        return v.buf.name if off == Const(0) else f"({v.buf.name} + {off.to_c()})"
+
+    def vector(self, v: View, j: int, vs: int) -> str:
+        """The j-th vector of a view (in the view's layout order): register or pointer."""
+        coord = position_coord(v.buf.ts.layout, v.shape, j * vs)
+        if not v.buf.in_registers:
+            return self.pointer(v, coord)
+        off = self.offset(v, coord)
+        if not isinstance(off, Const) or off.value % vs:
+            raise CodegenError(f"vector {j} of {v.buf.name} does not start a register (offset {off.to_c()})")
+        return f"{v.buf.name}_{off.value // vs}"
+
+    # ---------------------------------------------------------------- nodes
+    def emit(self, node: Impl, views: list[View]):
+        spec = node.spec
+        if len(views) != len(spec.operands):
+            raise CodegenError(f"{spec.short()} got {len(views)} operands")
+        views = [replace(v, ts=t) for v, t in zip(views, spec.operands)]
+        if isinstance(node, KernelApp):
+            self.kernel(node, views)
+        elif isinstance(node, Loop):
+            self.loop(node, views)
+        elif isinstance(node, Block):
+            for c in node.stmts:
+                if len(c.spec.operands) == len(views):
+                    self.emit(c, views)
+                elif len(c.spec.operands) == 1:  # the init kind writes the output only
+                    self.emit(c, [views[spec.output]])
+                else:
+                    raise CodegenError(f"cannot map the operands of {spec.short()} onto block child {c.spec.short()}")
+        elif isinstance(node, Alloc):
+            self.alloc(node, views)
+        elif isinstance(node, SpecHole):
+            raise CodegenError(f"the program is incomplete: open spec {spec} has no implementation")
+        elif isinstance(node, Pipeline):
+            raise CodegenError("Pipeline nodes are not supported by codegen yet")
+        else:
+            raise CodegenError(f"no C for IR node {type(node).__name__}")
+
+    def loop(self, node: Loop, views: list[View]):
+        spec = node.spec
+        opdims = spec.k.operand_dims(len(spec.shape))
+        names = spec.k.dim_names(len(spec.shape))
+        looped = [d for d, s in enumerate(node.steps) if s > 1]
+        unroll = any(v.buf.in_registers and any(d in looped for d in opdims[i]) for i, v in enumerate(views))
+
+        def body_views(shift: dict[int, Expr], sub: Spec) -> list[View]:
+            out = []
+            for i, v in enumerate(views):
+                origin = list(v.origin)
+                for j, d in enumerate(opdims[i]):
+                    if d in shift:
+                        origin[j] = origin[j] + shift[d]
+                out.append(View(v.buf, tuple(origin), sub.operand_shapes[i], sub.operands[i]))
+            return out
+
+        if unroll:
+            for it in itertools.product(*(range(node.steps[d]) for d in looped)):
+                shift = {d: Const(i * node.tile[d]) for d, i in zip(looped, it)}
+                self.emit(node.body, body_views(shift, node.body.spec))
+        elif looped:
+            vars_ = {d: self.fresh(names[d] + "0") for d in looped}
+            if node.parallel:
+                self.uses_omp = True
+                self.out("#pragma omp parallel for" + (f" collapse({len(looped)})" if len(looped) > 1 else ""))
+            for d in looped:
+                t, n = node.tile[d], node.steps[d] * node.tile[d]
+                v = vars_[d]
+                self.out(f"for (int {v} = 0; {v} < {n}; {v}{' += ' + str(t) if t > 1 else '++'}) {{")
+                self.env[v] = VarRange(0, n - t, t)
+                self.depth += 1
+            self.emit(node.body, body_views({d: Var(v) for d, v in vars_.items()}, node.body.spec))
+            for d in looped:
+                self.depth -= 1
+                self.out("}")
+                del self.env[vars_[d]]
+        else:
+            self.emit(node.body, body_views({}, node.body.spec))
+        for b, (off, _shp) in zip(node.boundaries, node.regions()):
+            self.out(f"/* boundary at [{', '.join(map(str, off))}]: {b.spec.short()} */")
+            self.emit(b, body_views({d: Const(o) for d, o in enumerate(off) if o}, b.spec))
+
+    def alloc(self, node: Alloc, views: list[View]):
+        i = node.operand
+        old = views[i]
+        body_ts = node.body.spec.operands[i]
+        if node.load is None and node.store is None:
+            # A cache move with unchanged layout: the hardware does it; same memory.
+            inner = list(views)
+            inner[i] = replace(old, ts=body_ts)
+            self.emit(node.body, inner)
+            return
+        new = node.new
+        level = new.level
+        root = old.buf.root or old.buf.name
+        name = self.fresh({"RF": "r", "VRF": "v", "L1": "l", "GL": "g"}.get(level, "b") + root)
+        buf = Buffer(name, old.shape, new, self.is_register(level), root)
+        ct = new.dtype.c_type
+        self.out("{")
+        self.depth += 1
+        self.out(f"/* {name}: {'x'.join(map(str, old.shape))} {new.text()} <- {old.buf.name} */")
+        heap = False
+        if buf.in_registers and new.vector_size:
+            vt = self.ct.vector_type(str(new.dtype), new.vector_size * new.dtype.nbytes)
+            regs = [f"{name}_{r}" for r in range(buf.volume // new.vector_size)]
+            for chunk in range(0, len(regs), 8):
+                self.out(f"{vt} {', '.join(regs[chunk:chunk + 8])};")
+        elif buf.in_registers:
+            regs = [name] if buf.volume == 1 else [f"{name}_{r}" for r in range(buf.volume)]
+            self.out(f"{ct} {', '.join(regs)};")
+        else:
+            nbytes = buf.volume * new.dtype.nbytes
+            if nbytes <= STACK_BYTES:
+                self.out(f"{ct} {name}[{buf.volume}] __attribute__((aligned({ALIGN})));")
+            else:
+                heap = True
+                rounded = -(-nbytes // ALIGN) * ALIGN
+                self.out(f"{ct} *restrict {name} = ({ct} *)aligned_alloc({ALIGN}, {rounded});")
+        nv = View(buf, tuple(Const(0) for _ in old.shape), old.shape, body_ts)
+        if node.load is not None:
+            self.emit(node.load, [old, nv])
+        inner = list(views)
+        inner[i] = nv
+        self.emit(node.body, inner)
+        if node.store is not None:
+            self.emit(node.store, [nv, old])
+        if heap:
+            self.out(f"free({name});")
+        self.depth -= 1
+        self.out("}")
+
+    def kernel(self, node: KernelApp, views: list[View]):
+        spec = node.spec
+        dtype = str(spec.operands[spec.output].dtype)
+        text = self.ct.template(node.kernel, dtype)
+        ctx = KernelContext(self, spec, views, node.kernel)
+        for line in expand_template(text, ctx):
+            self.out(line)
+
+
+def position_coord(layout, shape, pos: int) -> tuple[int, ...]:
+    """The coordinate of the pos-th value of a `shape` tensor in `layout` order."""
+    return _order(layout, tuple(shape))[pos]
+
+
+_ORDER_CACHE: dict = {}
+
+
+def _order(layout, shape):
+    key = (layout, shape)
+    if key not in _ORDER_CACHE:
+        names = [f"x{i}" for i in range(len(shape))]
+        grid = np.indices(shape).reshape(len(shape), -1)
+        off = np.broadcast_to(layout.buffer_expr(shape, names).eval(dict(zip(names, grid))), grid.shape[1:])
+        _ORDER_CACHE[key] = [tuple(int(x) for x in grid[:, k]) for k in np.argsort(off, kind="stable")]
+    return _ORDER_CACHE[key]
+
+
+# -------------------------------------------------------------------- templates
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_TAGGED = re.compile(r"^@([^:]*):\s?(.*)$")
+
+
+class KernelContext:
+    """What a template's placeholders and tags mean for one kernel application."""
+
+    def __init__(self, em: Emitter, spec: Spec, views: list[View], kernel: str):
+        self.em, self.spec, self.views, self.kernel = em, spec, views, kernel
+        self.names = {n: i for i, n in enumerate(param_names(spec))}
+        self.names.update({f"op{i}": i for i in range(len(views))})
+        vss = [v.ts.vector_size for v in views if v.ts.vector_size]
+        self.vs = vss[0] if vss else None
+        vec_ops = [v for v in views if v.ts.vector_size]
+        self.nvec = max((prod(v.shape) // self.vs for v in vec_ops), default=0) if self.vs else 0
+        if not self.vs:  # a vector move: vectors follow the register side
+            self.nvec = 0
+        self.dtype = spec.operands[spec.output].dtype
+
+    def fail(self, msg: str):
+        raise CodegenError(f"kernel {self.kernel} on {self.spec.short()}: {msg}")
+
+    def operand(self, name: str) -> View:
+        if name not in self.names:
+            self.fail(f"template names operand {name!r}; this spec has {', '.join(self.names)}")
+        return self.views[self.names[name]]
+
+    def tag(self, t: str) -> bool:
+        if t == "each":
+            return True
+        if "=" not in t:
+            self.fail(f"unknown template tag {t!r}")
+        x, want = t.split("=", 1)
+        v = self.operand(x)
+        if want in ("reg", "mem"):
+            return v.buf.in_registers == (want == "reg")
+        if want in ("aligned", "unaligned"):
+            nbytes = (self.vs or 1) * self.dtype.nbytes if self.vs else 64
+            return self.em.aligned(v, nbytes) == (want == "aligned")
+        return v.ts.level.lower() == want.lower()
+
+    def value(self, key: str, j: int | None) -> str:
+        em = self.em
+        if key == "j":
+            if j is None:
+                self.fail("{j} outside an @each line")
+            return str(j)
+        if key in ("nvec", "vs", "vt", "pfx", "bits"):
+            if not self.vs:
+                self.fail(f"{{{key}}} needs a vector operand")
+            nbytes = self.vs * self.dtype.nbytes
+            return {"nvec": str(self.nvec), "vs": str(self.vs), "vt": em.ct.vector_type(str(self.dtype), nbytes),
+                    "pfx": em.ct.prefix(nbytes), "bits": str(nbytes * 8)}[key]
+        if key == "ct":
+            return self.dtype.c_type
+        if key.startswith("dim_"):
+            dn = self.spec.k.dim_names(len(self.spec.shape))
+            if key[4:] in dn:
+                return str(self.spec.shape[dn.index(key[4:])])
+            self.fail(f"no dimension {key[4:]!r} (dimensions: {', '.join(dn)})")
+        x, _, what = key.partition("_") if key.split("_")[0] in self.names else (key, "", "")
+        if x not in self.names:
+            self.fail(f"unknown placeholder {{{key}}}")
+        v = self.operand(x)
+        zero = (0,) * len(v.shape)
+        if what == "":
+            return em.lvalue(v, zero)
+        if what == "ptr":
+            return em.pointer(v, zero)
+        if what == "vol":
+            return str(prod(v.shape))
+        if what == "bytes":
+            return str(prod(v.shape) * v.ts.dtype.nbytes)
+        if what == "v":
+            if j is None:
+                self.fail(f"{{{key}}} outside an @each line")
+            return em.vector(v, j, self.vs)
+        self.fail(f"unknown placeholder {{{key}}}")
+
+
+def expand_template(text: str, ctx: KernelContext) -> list[str]:
+    out = []
+    for line in text.split("\n"):
+        m = _TAGGED.match(line)
+        tags, code = (m.group(1).split(), m.group(2)) if m else ([], line)
+        if not all(ctx.tag(t) for t in tags):
+            continue
+        reps = range(ctx.nvec) if "each" in tags else [None]
+        if "each" in tags and not ctx.nvec:
+            ctx.fail("@each line but no operand is in vector registers")
+        for j in reps:
+            out.append(_PLACEHOLDER.sub(lambda mm: ctx.value(mm.group(1), j), code))
+    return out
+
+
+# -------------------------------------------------------------------- whole programs
+def _prelude(ct: CTarget) -> list[str]:
+    lines = ["#define _GNU_SOURCE", "#include <stdint.h>", "#include <stdlib.h>", "#include <string.h>", "#include <time.h>"]
+    lines += [f"#include <{h}>" for h in ct.headers if h not in ("string.h", "stdlib.h", "stdint.h", "time.h")]
+    return lines
+
+
+def signature(spec: Spec, fname: str) -> str:
+    ins = set(inputs_of(spec))
+    params = []
+    for i, (n, t) in enumerate(zip(param_names(spec), spec.operands)):
+        const = "const " if i in ins and i != spec.output else ""
+        params.append(f"{const}{t.dtype.c_type} *restrict {n}")
+    return f"void {fname}({', '.join(params)})"
+
+
+def emit_function(impl: Impl, fname: str = "kernel", target: str = "avx2") -> tuple[str, bool]:
+    """C text of one function computing `impl` on buffers in the operands' layouts,
+    and whether it needs OpenMP."""
+    if not impl.is_complete:
+        path, hole = impl.holes()[0]
+        raise CodegenError(f"the program is incomplete: open spec at child path {list(path)}: {hole.spec}")
+    ct = get_ctarget(target)
+    em = Emitter(ct)
+    spec = impl.spec
+    names = param_names(spec)
+    em.used.update(names)
+    views = []
+    pre, post = [], []
+    for i, (n, t, shp) in enumerate(zip(names, spec.operands, spec.operand_shapes)):
+        origin = tuple(Const(0) for _ in shp)
+        mem = Buffer(n, shp, t, False, n)
+        if not em.is_register(t.level):
+            views.append(View(mem, origin, shp, t))
+            continue
+        # A spec whose operand lives in registers: registers loaded from / stored to the argument.
+        reg = Buffer(f"{n}_r", shp, t, True, n)
+        em.used.add(reg.name)
+        vol = reg.volume
+        if t.vector_size:
+            vt = ct.vector_type(str(t.dtype), t.vector_size * t.dtype.nbytes)
+            regs = [f"{reg.name}_{r}" for r in range(vol // t.vector_size)]
+            pre.append(f"{vt} {', '.join(regs)};")
+            if i in inputs_of(spec):
+                pre += [f"memcpy(&{r}, {n} + {k * t.vector_size}, sizeof {r});" for k, r in enumerate(regs)]
+            if i == spec.output:
+                post += [f"memcpy({n} + {k * t.vector_size}, &{r}, sizeof {r});" for k, r in enumerate(regs)]
+        else:
+            regs = [reg.name] if vol == 1 else [f"{reg.name}_{r}" for r in range(vol)]
+            pre.append(f"{t.dtype.c_type} {', '.join(regs)};")
+            if i in inputs_of(spec):
+                pre += [f"{r} = {n}[{k}];" for k, r in enumerate(regs)]
+            if i == spec.output:
+                post += [f"{n}[{k}] = {r};" for k, r in enumerate(regs)]
+        views.append(View(reg, origin, shp, t))
+    for line in pre:
+        em.out(line)
+    em.emit(impl, views)
+    for line in post:
+        em.out(line)
+    head = [f"/* {spec.text()} */", "__attribute__((noinline))", signature(spec, fname), "{"]
+    return "\n".join(head + em.lines + ["}"]), em.uses_omp
+
+
+def generate(impl: Impl, target: str = "avx2") -> tuple[str, bool]:
+    """Readable C for `impl` (prelude, the program function `kernel` and its timing
+    loop `kernel_bench`) and whether it needs OpenMP."""
+    body, omp = emit_function(impl, "kernel", target)
+    ct = get_ctarget(target)
+    src = "\n".join(_prelude(ct)) + "\n\n" + body + "\n\n" + bench_function(impl.spec, "kernel") + "\n"
+    return src, omp
+
+
+def to_c(impl: Impl, target: str = "avx2") -> str:
+    return generate(impl, target)[0]
+
+
+def bench_signature(spec: Spec, fname: str = "kernel") -> str:
+    sig = signature(spec, fname + "_bench")
+    return sig[:-1] + ", int warmup, int iters, int reps, double *times)"
+
+
+def bench_function(spec: Spec, fname: str = "kernel") -> str:
+    """The timing loop runs in C so Python call overhead is not measured."""
+    args = ", ".join(param_names(spec))
+    return "\n".join([
+        bench_signature(spec, fname),
+        "{",
+        "    struct timespec t0, t1;",
+        f"    for (int w = 0; w < warmup; w++) {fname}({args});",
+        "    for (int r = 0; r < reps; r++) {",
+        "        clock_gettime(CLOCK_MONOTONIC, &t0);",
+        f"        for (int i = 0; i < iters; i++) {fname}({args});",
+        "        clock_gettime(CLOCK_MONOTONIC, &t1);",
+        "        times[r] = ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / iters;",
+        "    }",
+        "}",
+    ])
