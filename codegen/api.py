@@ -23,7 +23,7 @@ from .build import build
 from .convert import from_buffer, is_aligned, to_buffer, aligned_empty
 from .ctarget import get_ctarget
 from .emit import bench_signature, generate, param_names, signature
-from .reference import flops
+from .reference import flops, random_operands, reference, tolerance
 
 
 @dataclass
@@ -100,6 +100,16 @@ class Program:
         if out is not None:
             return out
         return out_arr.reshape(oshape[1:]) if squeeze and oshape[0] == 1 else out_arr
+
+    def check(self, seed: int = 0) -> tuple[float, float]:
+        """Run on random inputs against the numpy reference: (max |error|, tolerance)."""
+        spec = self.spec
+        ops = random_operands(spec, seed)
+        o = spec.output
+        want = reference(spec, *ops)
+        got = self(*[a for i, a in enumerate(ops) if i != o], out=ops[o].copy())
+        err = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max(initial=0.0))
+        return err, tolerance(spec, want)
 
     # ------------------------------------------------------------ timing
     def benchmark(self, reps: int = 7, min_time: float = 0.05, warmup: int = 2, seed: int = 0) -> BenchResult:

@@ -55,3 +55,26 @@ def reference(spec: Spec, *args: np.ndarray) -> np.ndarray:
 def flops(spec: Spec) -> int:
     """Arithmetic operations one run performs (0 for pure data movement)."""
     return FLOPS.get(spec.kind, lambda s: 0)(spec)
+
+
+def tolerance(spec: Spec, want: np.ndarray) -> float:
+    """Largest acceptable |got - want|: exact for integers; for floats, rounding that
+    grows with the number of terms summed into each output value."""
+    if not np.issubdtype(want.dtype, np.floating):
+        return 0.0
+    terms = 1
+    for d in spec.k.reduction(len(spec.shape)):
+        terms *= spec.shape[d]
+    scale = max(1.0, float(np.abs(want).max(initial=0.0)))
+    return 4 * np.finfo(want.dtype).eps * terms * scale
+
+
+def random_operands(spec: Spec, seed: int = 0) -> list[np.ndarray]:
+    """Random arrays in logical shape for every operand (small integers for int dtypes,
+    so integer products never overflow)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for ts, shape in zip(spec.operands, spec.operand_shapes):
+        a = rng.random(shape) * 2 - 1 if ts.dtype.is_float else rng.integers(-8, 9, shape)
+        out.append(np.asarray(a).astype(ts.dtype.np_dtype))
+    return out

@@ -10,6 +10,7 @@ from .errors import MorelloError
 
 COMMAND_MODULES = [
     "morello_asp.cli_schedule",
+    "morello_asp.codegen.cli",
 ]
 
 
