@@ -57,11 +57,12 @@ def _pack(mv):
     return mv.subschedule([0, 0, 0], lambda b: b.tile([1, 1, 1])).select("ValueAssign")
 
 
-def fast_matmul(m: int = 512, k: int = 512, n: int = 512):
-    """The hand-scheduled program for f32 Matmul(m x k x n) in GL (n a multiple of 16)."""
+def fast_matmul(m: int = 512, k: int = 512, n: int = 512, dtype: str = "f32"):
+    """The hand-scheduled program for Matmul(m x k x n) in GL (n a multiple of 16;
+    dtype f32 or i32, whose 8-lane kernels the recipe uses)."""
     if n % NR:
         raise ValueError(f"n must be a multiple of {NR}")
-    imp = parse_spec(f"Matmul({m}x{k}x{n}, f32)").to_accum()
+    imp = parse_spec(f"Matmul({m}x{k}x{n}, {dtype})").to_accum()
     imp = imp.subschedule([0], lambda z: z.select("MemsetZero"))
     imp = imp.move_param(1, "GL", PACK)  # pack B
     imp = imp.subschedule([1, 0], _pack)
