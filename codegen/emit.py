@@ -91,7 +91,7 @@ class Emitter:
         off = self.offset(v, coord)
         b = v.buf
         if not b.in_registers:
-            return f"{b.name}[{off.to_c()}]"
+            return f"{b.name}[{_bare(off)}]"
         if not isinstance(off, Const):
             raise CodegenError(f"register buffer {b.name} indexed by a non-constant ({off.to_c()}); loops over registers must be unrolled")
         if b.ts.vector_size:
@@ -124,7 +124,7 @@ class Emitter:
         if v.buf.in_registers:
             raise CodegenError(f"a kernel asked for a pointer into register buffer {v.buf.name}")
         off = self.offset(v, coord)
-        return v.buf.name if off == Const(0) else f"({v.buf.name} + {off.to_c()})"
+        return v.buf.name if off == Const(0) else f"({v.buf.name} + {_bare(off)})"
 
     def vector(self, v: View, j: int, vs: int) -> str:
         """The j-th vector of a view (in the view's layout order): register or pointer."""
@@ -262,6 +262,11 @@ class Emitter:
         ctx = KernelContext(self, spec, views, node.kernel)
         for line in expand_template(text, ctx):
             self.out(line)
+
+
+def _bare(e: Expr) -> str:
+    """C text of an index without the outer parentheses Add puts around itself."""
+    return " + ".join(t.to_c() for t in e.terms) if isinstance(e, Add) else e.to_c()
 
 
 def position_coord(layout, shape, pos: int) -> tuple[int, ...]:
