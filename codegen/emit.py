@@ -255,8 +255,27 @@ class Emitter:
         self.depth -= 1
         self.out("}")
 
+    def check_contiguous(self, node: KernelApp, views: list[View]):
+        """Kernels rely on the contiguity their spec claims (memset, vector loads); refuse
+        to emit one whose memory view is not actually dense, rather than emit wrong C."""
+        for i, v in enumerate(views):
+            if v.buf.in_registers or not v.ts.is_contiguous() or prod(v.shape) == 1:
+                continue
+            names = [f"x{d}" for d in range(len(v.shape))]
+            grid = np.indices(v.shape).reshape(len(v.shape), -1)
+            env = {n: g for n, g in zip(names, grid)}
+            env.update({n: r.lo for n, r in self.env.items()})
+            pos = [o + Var(n) for o, n in zip(v.origin, names)]
+            off = np.asarray(v.buf.ts.layout.buffer_expr(v.buf.shape, pos).eval(env)).reshape(-1)
+            if off.max() - off.min() + 1 != off.size:
+                raise CodegenError(
+                    f"kernel {node.kernel} on {node.spec.short()}: operand {param_names(node.spec)[i]} is contiguous "
+                    f"in its spec but its view of {v.buf.name} is not (a rule gave it the wrong contiguousness)"
+                )
+
     def kernel(self, node: KernelApp, views: list[View]):
         spec = node.spec
+        self.check_contiguous(node, views)
         dtype = str(spec.operands[spec.output].dtype)
         text = self.ct.template(node.kernel, dtype)
         ctx = KernelContext(self, spec, views, node.kernel)

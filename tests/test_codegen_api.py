@@ -112,3 +112,13 @@ def test_cli_run_and_bench_on_saved_program(tmp_path, small, capsys):
     assert "OK" in capsys.readouterr().out
     assert main(["bench", str(path), "--reps", "3"]) == 0
     assert "GFLOP/s" in capsys.readouterr().out
+
+
+def test_kernel_on_a_view_wrongly_claimed_contiguous_is_refused():
+    """A cache move of a non-contiguous view comes back 'contiguous' from move.lp; a
+    memset on it would zero the wrong values, so codegen refuses it."""
+    imp = parse_spec("Matmul(4x4x32, f32)").to_accum()
+    imp = imp.subschedule([0], lambda z: z.tile([1, 2, 16]).move_param(0, "L1").select("MemsetZero"))
+    imp = imp.subschedule([1], lambda a: complete(a, scalar))
+    with pytest.raises(CodegenError, match="contiguous"):
+        imp.to_c()
