@@ -80,6 +80,15 @@ class Emitter:
         self.used.add(name)
         return name
 
+    def fresh_index(self, dim: str) -> str:
+        """Loop variables: m0, m1, ... (d1_0, d1_1, ... for numbered dimensions)."""
+        base = dim + "_" if dim[-1].isdigit() else dim
+        n = 0
+        while f"{base}{n}" in self.used:
+            n += 1
+        self.used.add(f"{base}{n}")
+        return f"{base}{n}"
+
     def is_register(self, level: str) -> bool:
         return self.ct.target.level(level).kind == "register"
 
@@ -185,7 +194,7 @@ class Emitter:
                 shift = {d: Const(i * node.tile[d]) for d, i in zip(looped, it)}
                 self.emit(node.body, body_views(shift, node.body.spec))
         elif looped:
-            vars_ = {d: self.fresh(names[d] + "0") for d in looped}
+            vars_ = {d: self.fresh_index(names[d]) for d in looped}
             if node.parallel:
                 self.uses_omp = True
                 self.out("#pragma omp parallel for" + (f" collapse({len(looped)})" if len(looped) > 1 else ""))
