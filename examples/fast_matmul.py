@@ -73,11 +73,32 @@ def fast_matmul(m: int = 512, k: int = 512, n: int = 512, dtype: str = "f32"):
     return imp
 
 
+def inner_loop_asm(so_path: str) -> str:
+    """The first loop of `kernel` that contains an FMA, disassembled: it should be
+    broadcasts and vfmadd231ps on ymm registers with no stack (rsp/rbp) traffic."""
+    import re
+    import subprocess
+
+    dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", so_path], capture_output=True, text=True).stdout
+    body = dis.split("<kernel>:", 1)[1].split("\n\n", 1)[0].splitlines()
+    addr = lambda line: int(line.split(":")[0], 16)  # noqa: E731
+    first_fma = next(i for i, l in enumerate(body) if "vfmadd" in l)
+    for j in range(first_fma, len(body)):
+        m = re.search(r"\sj\w+\s+([0-9a-f]+) <", body[j])
+        if m and int(m.group(1), 16) < addr(body[j]):
+            start = next(i for i, l in enumerate(body) if l.strip() and addr(l) == int(m.group(1), 16))
+            loop = body[start:j + 1]
+            spills = [l for l in loop if re.search(r"\((%rsp|%rbp)", l)]
+            return "\n".join(loop) + f"\n-- {len(loop)} instructions, {sum('vfmadd' in l for l in loop)} FMAs, {len(spills)} stack accesses"
+    return "no FMA loop found"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--show-c", action="store_true", help="print the generated C")
     ap.add_argument("--save", help="save the program as JSON (for `morello-asp run/bench`)")
+    ap.add_argument("--asm", action="store_true", help="print the innermost FMA loop of the built module (objdump)")
     args = ap.parse_args(argv)
     s = args.size
     imp = fast_matmul(s, s, s)
@@ -88,6 +109,8 @@ def main(argv=None) -> int:
 
         save(imp, args.save)
     fn = imp.compile()
+    if args.asm:
+        print(inner_loop_asm(fn.module.__file__))
     rng = np.random.default_rng(0)
     a = rng.random((s, s), dtype=np.float32)
     b = rng.random((s, s), dtype=np.float32)

@@ -122,3 +122,13 @@ def test_kernel_on_a_view_wrongly_claimed_contiguous_is_refused():
     imp = imp.subschedule([1], lambda a: complete(a, scalar))
     with pytest.raises(CodegenError, match="contiguous"):
         imp.to_c()
+
+
+@pytest.mark.skipif(__import__("shutil").which("objdump") is None, reason="needs objdump")
+def test_register_tile_stays_in_registers():
+    """The 6x16 tile's inner loop: 12 FMAs on ymm registers, nothing on the stack."""
+    from fast_matmul import inner_loop_asm
+
+    fn = fast_matmul(48, 64, 64).compile()
+    asm = inner_loop_asm(fn.module.__file__)
+    assert "vbroadcastss" in asm and "12 FMAs, 0 stack accesses" in asm, asm
