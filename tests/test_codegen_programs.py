@@ -150,3 +150,28 @@ def test_reference_semantics():
     np.testing.assert_array_equal(reference(spec, lhs, rhs, out), out + lhs @ rhs)
     z = parse_spec(f"(Zero(3x2, (f32, GL, row_major), serial), {LIMITS})")
     assert not reference(z, np.ones((3, 2), np.float32)).any()
+
+
+def test_l1_copy_with_layout_change():
+    """lhs copied into an L1 stack buffer in col_major (a real load Move), then used."""
+    imp = parse_spec("Matmul(4x8x4, f32)").to_accum()
+    imp = imp.subschedule([0], lambda z: z.select("MemsetZero"))
+    imp = imp.subschedule([1], lambda a: a.move_param(0, "L1", "col_major"))
+    imp = complete(imp, scalar)
+    alloc = next(x for x in imp.walk() if isinstance(x, Alloc) and x.load is not None)
+    assert alloc.new.level == "L1" and str(alloc.new.layout) == "col_major"
+    assert "__attribute__((aligned(64)))" in imp.to_c()
+    assert_matches(imp)
+
+
+@pytest.mark.parametrize("dt", ["f32", "i32"])
+def test_packed_operand_passed_from_numpy(dt):
+    """A top-level operand in a packed layout: the wrapper packs the logical array."""
+    spec = parse_spec(f"(Matmul(1x4x8x16, ({dt}, GL, row_major), ({dt}, GL, [0, 2, 1, 2 p(8)]), ({dt}, GL, row_major), serial), {LIMITS})")
+    imp = spec.to_accum().subschedule([0], lambda z: z.select("MemsetZero"))
+    imp = imp.subschedule([1], lambda a: a.tile([1, 2, 8, 8]))
+    imp = complete(imp, reg_block)
+    fn = assert_matches(imp)
+    a = np.arange(32).reshape(4, 8).astype(dt.replace("f", "float").replace("i", "int"))
+    b = np.arange(128).reshape(8, 16).astype(a.dtype)
+    np.testing.assert_array_equal(fn(a, b), a @ b)
