@@ -93,6 +93,9 @@ class Program:
         else:
             out_arr = np.zeros(oshape, dtype=spec.operands[o].dtype.np_dtype)
         arrays[o] = out_arr
+        for i in ins:  # the C function's pointers are restrict: never let out alias an input
+            if np.shares_memory(arrays[i], out_arr):
+                arrays[i] = arrays[i].copy()
         bufs = [self._buffer(i, arrays[i]) for i in range(len(spec.operands))]
         self.module.lib.kernel(*self._ptrs(bufs))
         if not np.shares_memory(bufs[o], out_arr):

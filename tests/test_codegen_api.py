@@ -132,3 +132,12 @@ def test_register_tile_stays_in_registers():
     fn = fast_matmul(48, 64, 64).compile()
     asm = inner_loop_asm(fn.module.__file__)
     assert "vbroadcastss" in asm and "12 FMAs, 0 stack accesses" in asm, asm
+
+
+def test_out_aliasing_an_input_is_safe():
+    fn = fast_matmul(12, 16, 16).compile()
+    rng = np.random.default_rng(3)
+    a = rng.random((12, 16), dtype=np.float32)
+    b = rng.random((16, 16), dtype=np.float32)
+    want = a @ b
+    np.testing.assert_allclose(fn(a, b, out=a), want, rtol=1e-5)
