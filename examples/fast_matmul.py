@@ -66,8 +66,11 @@ def fast_matmul(m: int = 512, k: int = 512, n: int = 512, dtype: str = "f32"):
     imp = imp.subschedule([0], lambda z: z.select("MemsetZero"))
     imp = imp.move_param(1, "GL", PACK)  # pack B
     imp = imp.subschedule([1, 0], _pack)
-    imp = imp.tile([1, m, k, NR])  # loop over 16-wide panels of B (and of C)
-    imp = imp.subschedule([1, 1, 0], lambda panel: panel.tile([1, MR, k, NR]) if m > MR else panel)
+    if n > NR:
+        imp = imp.tile([1, m, k, NR])  # loop over 16-wide panels of B (and of C)
+    if m > MR:  # loop over 6-row blocks of A (and of C); a remainder block is a boundary
+        (path, _), = imp.holes()
+        imp = imp.subschedule(path, lambda panel: panel.tile([1, MR, k, NR]))
     for path, _hole in imp.holes():
         imp = imp.subschedule(path, _register_block)
     return imp
