@@ -173,16 +173,16 @@ class Layout:
         return len(self.pdims)
 
     def tile_contiguity(self, shape, tile, contig: int) -> int:
-        """Contiguousness of a tile of a view with contiguousness `contig` (paper 2.4.3):
-        adjacency breaks at the first physical dim the tile spans more than once while
-        an inner physical dim is only partly covered."""
+        """Contiguousness of a tile of a view with contiguousness `contig` (paper 2.4.3),
+        as tile.lp computes it: adjacency breaks at the first physical dim the tile
+        spans more than once where an inner dim is partial or the parent was broken."""
         partial_seen = False
         for q, (pe, te) in enumerate(self.tile_extents(shape, tile)):
-            if te > 1 and partial_seen:
-                return min(contig, q)
+            if te > 1 and (partial_seen or q >= contig):
+                return q
             if te != pe:
                 partial_seen = True
-        return contig
+        return self.full_contiguity()
 
     def tile_aligned(self, shape, tile, contig: int, aligned: bool, nbytes: int, line: int = 64) -> bool:
         """A tile stays aligned if its parent was aligned and contiguous and every step

@@ -28,9 +28,20 @@ class TensorSpec:
         full = lay.full_contiguity()
         contig = full if self.contig is None else min(self.contig, full)
         aligned = self.aligned
-        if prod(shape) == 1 and not lay.is_packed:
-            lay = Layout.row_major(len(shape))
-            contig = lay.full_contiguity()
+        if not lay.is_packed:
+            # Dimensions of size one do not affect placement: a layout whose other
+            # dimensions run in increasing order is row-major for this shape.
+            order = [p.dim for p in lay.pdims if shape[p.dim] > 1]
+            if order == sorted(order) and lay != Layout.row_major(len(shape)):
+                adjacent = {p.dim for p in lay.pdims[len(lay.pdims) - contig:]} if contig else set()
+                lay = Layout.row_major(len(shape))
+                contig = 0
+                for p in reversed(lay.pdims):
+                    if p.dim not in adjacent and shape[p.dim] > 1:
+                        break
+                    contig += 1
+                if prod(shape) == 1:
+                    contig = lay.full_contiguity()
         if self.level in ("RF", "VRF"):
             aligned = True
         return TensorSpec(self.dtype, self.level, lay, aligned, contig, self.vector_size)

@@ -7,12 +7,15 @@ Expansions are cached by spec.
 """
 from __future__ import annotations
 
+import os
+import re
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import clingo
-from clingo import ast as cast
 
 from morello_asp.errors import RuleError, ScheduleError
 from morello_asp.layout import Layout
@@ -20,7 +23,7 @@ from morello_asp.spec import Spec
 from morello_asp.target import ENCODINGS, Target, get_target
 
 from .facts import (
-    build_child, camel, kind_name, layout_facts, layout_from_symbol, layout_term, snake, spec_facts,
+    LayoutIds, build_child, camel, layout_from_symbol, snake, spec_facts,
 )
 
 
@@ -71,14 +74,24 @@ class EngineStats:
     cache_hits: int = 0
 
 
-def _parse_files(files: list[Path]) -> list:
-    stmts: list = []
-    messages: list[str] = []
-    try:
-        cast.parse_files([str(f) for f in files], stmts.append, logger=lambda c, m: messages.append(m))
-    except RuntimeError:
-        raise RuleError("cannot parse logic files:\n" + "\n".join(messages)) from None
-    return stmts
+class _App:
+    program_name = "morello-asp"
+    version = "1"
+
+
+_ATOM = r"(\w+(?:\([^()]*\))?)"  # an action term such as tile1(2,4,0) or to_accum
+_RE = {
+    "action": re.compile(r"\baction\((\d+)," + _ATOM + r"\)"),
+    "bad": re.compile(r"\bbad\((\d+)," + _ATOM + r',"((?:[^"\\]|\\.)*)"\)'),
+    "kind": re.compile(r"\bchild_kind\((\d+)," + _ATOM + r",(\d+),(\w+)\)"),
+    "dim": re.compile(r"\bchild_dim\((\d+)," + _ATOM + r",(\d+),(\d+),(\d+)\)"),
+    "op": re.compile(r"\bchild_operand\((\d+)," + _ATOM + r",(\d+),(\d+),(\w+),(\w+),(\d+),(\d+),(\d+),(\d+)\)"),
+    "serial": re.compile(r"\bchild_serial\((\d+)," + _ATOM + r",(\d+)\)"),
+    "limit": re.compile(r"\bchild_limit\((\d+)," + _ATOM + r",(\d+),(\w+),(\d+)\)"),
+    "kcost": re.compile(r"\bkernel_cost\((\d+),(\w+),(-?\d+)\)"),
+    "error": re.compile(r'\berror\(("(?:[^"\\]|\\.)*"|[^()]*(?:\([^()]*\))?)\)'),
+}
+_ACTION = re.compile(r"(\w+)(?:\(([^()]*)\))?$")
 
 
 class Engine:
@@ -88,110 +101,142 @@ class Engine:
             if not Path(r).exists():
                 raise RuleError(f"rule file not found: {r}")
         self.files = [ENCODINGS / "synth.lp", *self.target.files, *(Path(r).resolve() for r in rules)]
-        self._ast = _parse_files(self.files)
         self._cache: dict[Spec, list[Expansion]] = {}
         self.stats = EngineStats()
+        self.ids = LayoutIds()
+        self._catalog_facts = self._load_catalog()
         # Surface grounding errors (unsafe variables, ...) in user files now, not mid-search.
-        self._run([], [])
+        self._run([], 0)
 
-    # ------------------------------------------------------------------------ clingo
-    def _run(self, facts: list[str], specs: list[Spec]) -> list[clingo.Symbol]:
+    def _load_catalog(self) -> list[str]:
+        """Number the catalog's layout terms (layout_cand/3) once per engine."""
         messages: list[str] = []
-        t0 = time.perf_counter()
         ctl = clingo.Control(["--warn=none"], logger=lambda c, m: messages.append(m))
         try:
-            with cast.ProgramBuilder(ctl) as b:
-                for s in self._ast:
-                    b.add(s)
-            ctl.add("facts", [], "\n".join(facts))
-            ctl.ground([("base", []), ("facts", [])])
+            for f in self.files:
+                ctl.load(str(f))
+            ctl.ground([("base", [])])
         except RuntimeError:
-            raise RuleError("clingo failed on the logic files:\n" + "\n".join(messages)) from None
-        syms: list[clingo.Symbol] = []
-        with ctl.solve(yield_=True) as h:
-            for m in h:
-                syms = m.symbols(shown=True)
-                break
-            else:
+            raise RuleError("clingo cannot load the logic files:\n" + "\n".join(messages)) from None
+        facts = []
+        for a in ctl.symbolic_atoms.by_signature("layout_cand", 3):
+            term = a.symbol.arguments[1]
+            lay = layout_from_symbol(term)
+            facts.append(f"layout_id({term},{self.ids.id(lay)}).")
+        return facts
+
+    # ------------------------------------------------------------------------ clingo
+    def _run(self, facts: list[str], nspecs: int) -> str:
+        """Ground and solve the rule files with `facts`; returns clingo's text answer.
+        clingo's own front end prints the answer set, which is far cheaper to scan
+        with regular expressions than to walk symbol by symbol through the API."""
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory() as tmp:
+            ff = Path(tmp) / "facts.lp"
+            ff.write_text("\n".join(self._catalog_facts + facts) + "\n")
+            outp, errp = Path(tmp) / "out", Path(tmp) / "err"
+            sys.stdout.flush()
+            sys.stderr.flush()
+            with open(outp, "wb") as out, open(errp, "wb") as err:
+                s1, s2 = os.dup(1), os.dup(2)
+                os.dup2(out.fileno(), 1)
+                os.dup2(err.fileno(), 2)
+                try:
+                    rc = clingo.clingo_main(_App(), [*(str(f) for f in self.files), str(ff), "--verbose=0", "--warn=none", "--models=1"])
+                finally:
+                    os.dup2(s1, 1)
+                    os.dup2(s2, 2)
+                    os.close(s1)
+                    os.close(s2)
+            text = outp.read_text()
+            errs = errp.read_text()
+        if rc not in (10, 30):
+            if rc == 20:
                 raise RuleError("the logic files have no answer set (a constraint rejects the input facts)")
-        errors = [s for s in syms if s.name == "error"]
+            raise RuleError("clingo failed on the logic files:\n" + errs.strip())
+        errors = _RE["error"].findall(text)
         if errors:
-            raise RuleError("the logic files report errors:\n" + "\n".join(str(e.arguments[0]) for e in errors))
+            raise RuleError("the logic files report errors:\n" + "\n".join(e.strip('"') for e in errors))
         self.stats.calls += 1
-        self.stats.specs += len(specs)
+        self.stats.specs += nspecs
         self.stats.seconds += time.perf_counter() - t0
-        return syms
+        return text
 
     # ---------------------------------------------------------------------- decoding
-    def _decode(self, specs: list[Spec], syms, requested: dict[int, tuple[Action, str]] | None = None):
-        per: list[dict] = [dict() for _ in specs]
-        bads: list[dict] = [dict() for _ in specs]
-        for s in syms:
-            a = s.arguments
-            if s.name in ("action", "bad") or s.name.startswith("child") or s.name == "kernel_cost":
-                sid = a[0].number
-            else:
-                continue
-            if s.name == "bad":
-                bads[sid].setdefault(str(a[1]), []).append(a[2].string)
-                continue
-            if s.name == "kernel_cost":
-                d = per[sid].setdefault(f"select({a[1]})", {})
-                d["kcost"] = a[2].number
-                continue
-            key = str(a[1])
-            d = per[sid].setdefault(key, {})
-            if s.name == "action":
-                d["sym"] = a[1]
-                continue
-            i = a[2].number
-            c = d.setdefault("children", {}).setdefault(i, {"dims": {}, "ops": {}, "lims": {}, "serial": False})
-            if s.name == "child_kind":
-                c["kind"] = kind_name(a[3])
-            elif s.name == "child_dim":
-                c["dims"][a[3].number] = a[4].number
-            elif s.name == "child_operand":
-                op = a[3].number
-                c["ops"][op] = (a[4].name, a[5].name, a[6].number, a[7].number, a[8].number, layout_from_symbol(a[9]))
-            elif s.name == "child_serial":
+    def _decode(self, specs: list[Spec], text: str, requested: dict[int, tuple[Action, str]] | None = None):
+        n = len(specs)
+        acts: list[dict[str, dict]] = [dict() for _ in range(n)]
+        bads: list[dict[str, list[str]]] = [dict() for _ in range(n)]
+        kcost: list[dict[str, int]] = [dict() for _ in range(n)]
+        for sid, a in _RE["action"].findall(text):
+            acts[int(sid)][a] = {}
+        for sid, a, why in _RE["bad"].findall(text):
+            bads[int(sid)].setdefault(a, []).append(why)
+        for sid, k, c in _RE["kcost"].findall(text):
+            kcost[int(sid)][k] = int(c)
+
+        def child(sid, a, i):
+            d = acts[int(sid)].get(a)
+            if d is None:
+                return None
+            c = d.get(i)
+            if c is None:
+                c = d[i] = {"dims": {}, "ops": {}, "lims": {}, "serial": False}
+            return c
+
+        for sid, a, i, k in _RE["kind"].findall(text):
+            c = child(sid, a, int(i))
+            if c is not None:
+                c["kind"] = camel(k)
+        for sid, a, i, d, x in _RE["dim"].findall(text):
+            c = child(sid, a, int(i))
+            if c is not None:
+                c["dims"][int(d)] = int(x)
+        for sid, a, i, op, dt, lv, al, cg, v, lay in _RE["op"].findall(text):
+            c = child(sid, a, int(i))
+            if c is not None:
+                c["ops"][int(op)] = (dt, lv, al, cg, v, lay)
+        for sid, a, i in _RE["serial"].findall(text):
+            c = child(sid, a, int(i))
+            if c is not None:
                 c["serial"] = True
-            elif s.name == "child_limit":
-                c["lims"][a[3].name] = a[4].number
+        for sid, a, i, lv, u in _RE["limit"].findall(text):
+            c = child(sid, a, int(i))
+            if c is not None:
+                c["lims"][lv] = int(u)
         out = []
         for sid, spec in enumerate(specs):
             exps = []
-            for key, d in per[sid].items():
-                if "sym" not in d:
-                    continue
-                action = self._action(spec, d["sym"], requested.get(sid) if requested else None)
-                kids = d.get("children", {})
+            for a, kids in acts[sid].items():
+                action = self._action(spec, a, requested.get(sid) if requested else None)
                 keys = tuple(sorted(kids))
                 children = tuple(
-                    build_child(kids[k]["kind"], kids[k]["dims"], kids[k]["ops"], kids[k]["serial"], kids[k]["lims"], self.target)
+                    build_child(kids[k]["kind"], kids[k]["dims"], kids[k]["ops"], kids[k]["serial"], kids[k]["lims"], self.target, self.ids)
                     for k in keys
                 )
-                exps.append(Expansion(action, children, keys, d.get("kcost")))
+                kc = kcost[sid].get(_ACTION.match(a).group(2) or "") if a.startswith("select(") else None
+                exps.append(Expansion(action, children, keys, kc))
             exps.sort(key=lambda e: str(e.action))
             out.append((exps, bads[sid]))
         return out
 
-    def _action(self, spec: Spec, sym: clingo.Symbol, req) -> Action:
-        n = sym.name
-        a = sym.arguments
+    def _action(self, spec: Spec, text: str, req) -> Action:
+        m = _ACTION.match(text)
+        n, args = m.group(1), (m.group(2).split(",") if m.group(2) else [])
         if n == "tile1":
-            d, t, par = (x.number for x in a)
+            d, t, par = (int(x) for x in args)
             shape = list(spec.shape)
             shape[d] = t
             return Action("tile", (tuple(shape), bool(par)))
         if n == "tile":
             return req[0]
         if n == "move":
-            return Action("move", (a[0].number, a[1].name.upper(), layout_from_symbol(a[2]), a[3].number))
+            return Action("move", (int(args[0]), args[1].upper(), self.ids.layouts[int(args[2])], int(args[3])))
         if n == "select":
-            return Action("select", (camel(a[0].name),))
+            return Action("select", (camel(args[0]),))
         if n == "to_accum":
             return Action("to_accum")
-        raise RuleError(f"a logic file derived an action the engine does not know: {sym}")
+        raise RuleError(f"a logic file derived an action the engine does not know: {text}")
 
     # -------------------------------------------------------------------------- API
     def expand_many(self, specs: list[Spec]) -> list[list[Expansion]]:
@@ -200,8 +245,8 @@ class Engine:
         if todo:
             facts: list[str] = []
             for i, s in enumerate(todo):
-                facts += spec_facts(i, s, self.target)
-            for s, (exps, _) in zip(todo, self._decode(todo, self._run(facts, todo))):
+                facts += spec_facts(i, s, self.target, self.ids)
+            for s, (exps, _) in zip(todo, self._decode(todo, self._run(facts, len(todo)))):
                 self._cache[s] = exps
         return [self._cache[s] for s in specs]
 
@@ -210,7 +255,7 @@ class Engine:
 
     def request(self, spec: Spec, action: Action) -> Expansion:
         """Apply one rewrite a user asked for; ScheduleError says why it does not apply."""
-        facts = spec_facts(0, spec, self.target)
+        facts = spec_facts(0, spec, self.target, self.ids)
         if action.name == "tile":
             shape, par = action.args
             if len(shape) != len(spec.shape):
@@ -227,9 +272,10 @@ class Engine:
                 lay.validate(rank)
             except ValueError as e:
                 raise ScheduleError(f"operand {op}: {e}") from None
-            term = f"move({op},{lv.lower()},{layout_term(lay)},{v or 0})"
-            facts.append(f"req_layout(0,{layout_term(lay)},{lay.full_contiguity()}).")
-            facts += layout_facts(lay, rank)
+            lid = self.ids.id(lay)
+            term = f"move({op},{lv.lower()},{lid},{v or 0})"
+            facts.append(f"req_layout(0,{lid},{lay.full_contiguity()}).")
+            facts += self.ids.pack_facts(lay)
         elif action.name == "select":
             term = f"select({snake(action.args[0])})"
         elif action.name == "to_accum":
@@ -237,7 +283,7 @@ class Engine:
         else:
             raise ScheduleError(f"unknown rewrite {action.name}")
         facts.append(f"requested(0,{term}).")
-        (exps, bads), = self._decode([spec], self._run(facts, [spec]), {0: (action, term)})
+        (exps, bads), = self._decode([spec], self._run(facts, 1), {0: (action, term)})
         reasons = bads.get(term, [])
         for e in exps:
             if self._same(e.action, action):

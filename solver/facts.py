@@ -31,18 +31,33 @@ def layout_from_symbol(sym: clingo.Symbol) -> Layout:
     return Layout(tuple(PhysDim(a.arguments[0].number, a.arguments[1].name, a.arguments[2].number) for a in sym.arguments))
 
 
-def layout_facts(lay: Layout, rank: int) -> list[str]:
-    """layout_pack/3 facts for a layout that is not in the catalog."""
-    covered: dict[int, int] = {}
-    out = []
-    for p in reversed(lay.pdims):
-        if p.kind != "dyn":
-            covered[p.dim] = covered.get(p.dim, 1) * p.size
-            out.append(f"layout_pack({layout_term(lay)},{p.dim},{covered[p.dim]}).")
-    return out
+class LayoutIds:
+    """Numbers layouts so the logic files pass small integers instead of nested terms."""
+
+    def __init__(self):
+        self.ids: dict[Layout, int] = {}
+        self.layouts: list[Layout] = []
+
+    def id(self, lay: Layout) -> int:
+        i = self.ids.get(lay)
+        if i is None:
+            i = self.ids[lay] = len(self.layouts)
+            self.layouts.append(lay)
+        return i
+
+    def pack_facts(self, lay: Layout) -> list[str]:
+        """lpack/3 facts: logical dim J is packed in blocks of Sz values."""
+        covered: dict[int, int] = {}
+        out = []
+        i = self.id(lay)
+        for p in reversed(lay.pdims):
+            if p.kind != "dyn":
+                covered[p.dim] = covered.get(p.dim, 1) * p.size
+                out.append(f"lpack({i},{p.dim},{covered[p.dim]}).")
+        return out
 
 
-def spec_facts(sid: int, spec: Spec, target: Target) -> list[str]:
+def spec_facts(sid: int, spec: Spec, target: Target, ids: "LayoutIds") -> list[str]:
     f = [f"spec({sid},{snake(spec.kind)}).", f"spec_rank({sid},{len(spec.shape)})."]
     f += [f"spec_dim({sid},{d},{n})." for d, n in enumerate(spec.shape)]
     if spec.serial:
@@ -53,7 +68,7 @@ def spec_facts(sid: int, spec: Spec, target: Target) -> list[str]:
     for op, (ts, dims, shape) in enumerate(zip(spec.operands, spec.k.operand_dims(len(spec.shape)), spec.operand_shapes)):
         lay = ts.layout
         f.append(
-            f"spec_operand({sid},{op},{ts.dtype.short},{ts.level.lower()},{int(ts.aligned)},{ts.contig},{ts.vector_size or 0},{layout_term(lay)})."
+            f"spec_operand({sid},{op},{ts.dtype.short},{ts.level.lower()},{int(ts.aligned)},{ts.contig},{ts.vector_size or 0},{ids.id(lay)})."
         )
         f += [f"spec_opdim({sid},{op},{j},{d})." for j, d in enumerate(dims)]
         f.append(f"spec_npdims({sid},{op},{lay.full_contiguity()}).")
@@ -64,7 +79,7 @@ def spec_facts(sid: int, spec: Spec, target: Target) -> list[str]:
             f.append(f"spec_pdim({sid},{op},{p},{pd.dim},{pd.kind},{before},{ext},{stride}).")
             stride *= ext
         if lay.is_packed:
-            f += layout_facts(lay, len(shape))
+            f += ids.pack_facts(lay)
     return f
 
 
@@ -72,11 +87,14 @@ def kind_name(sym: clingo.Symbol) -> str:
     return camel(sym.name)
 
 
-def build_child(kind: str, dims: dict[int, int], ops: dict[int, tuple], serial: bool, limits: dict[str, int], target: Target) -> Spec:
+_DTYPES = {d.short: d for d in Dtype}
+
+
+def build_child(kind: str, dims: dict[int, int], ops: dict[int, tuple], serial: bool, limits: dict[str, int], target: Target, ids: "LayoutIds") -> Spec:
     shape = tuple(dims[d] for d in sorted(dims))
     operands = []
     for i in sorted(ops):
         dt, lv, al, c, v, lay = ops[i]
-        operands.append(TensorSpec(Dtype.parse(dt), lv.upper(), lay, bool(al), c, v or None))
+        operands.append(TensorSpec(_DTYPES[dt], lv.upper(), ids.layouts[int(lay)], al == "1", int(c), int(v) or None))
     lims = tuple(limits[lv.atom] for lv in target.levels)
     return Spec(kind, shape, tuple(operands), serial, lims).canonical()

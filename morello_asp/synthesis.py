@@ -1,0 +1,53 @@
+"""Public synthesis API: optimal programs for specs and for the open leaves of
+partially scheduled programs (paper 2.3, `synthesize_all`)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .ir import Impl, SpecHole
+from .spec import Spec, parse_spec
+
+
+def make_search(target="avx2", rules=(), db=None, progress=None):
+    from morello_asp.solver.dp import Progress, Search
+    from morello_asp.solver.engine import get_engine
+
+    engine = get_engine(target, tuple(str(r) for r in rules))
+    memo = open_db(db, engine) if db is not None else None
+    return Search(engine, memo, progress or Progress(enabled=False))
+
+
+def open_db(db, engine):
+    """A memo table: an object with get/put/flush is used as is; a path opens the
+    persistent table."""
+    if hasattr(db, "get") and hasattr(db, "put"):
+        return db
+    from morello_asp.solver.memo_db import open_memo  # persistent table
+
+    return open_memo(Path(db), engine)
+
+
+def synthesize(spec: Spec | str, target="avx2", rules=(), db=None, progress=None) -> Impl:
+    """The lowest-cost implementation of `spec` under the cost model."""
+    if isinstance(spec, str):
+        spec = parse_spec(spec, target)
+    search = make_search(target, rules, db, progress)
+    try:
+        return search.build(spec)
+    finally:
+        search.memo.flush()
+        if search.progress:
+            search.progress.done()
+
+
+def synthesize_all(impl: Impl, db=None, target="avx2", rules=(), progress=None) -> Impl:
+    """Complete a partial program: every open spec gets its optimal implementation."""
+    search = make_search(target, rules, db, progress)
+    try:
+        return search.complete(impl)
+    finally:
+        search.memo.flush()
+
+
+Impl.synthesize_all = lambda self, db=None, **kw: synthesize_all(self, db, **kw)
+Spec.synthesize = lambda self, db=None, **kw: synthesize(self, db=db, **kw)

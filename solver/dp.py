@@ -1,0 +1,166 @@
+"""Dynamic programming over specs (paper section 4): the optimal implementation of a
+spec is the cheapest applicable rewrite given optimal implementations of the sub-specs
+it leaves. The cost model is affine in the children's costs, so this is exact.
+
+Sub-specs are expanded in batches: before recursing into a spec's children, every
+child not yet known to the memo or the engine's cache is sent to clingo in one call.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+from morello_asp.cost import node_cost, node_peak
+from morello_asp.errors import NoImplementationError
+from morello_asp.ir import Impl, SpecHole
+from morello_asp.schedule import node_from_expansion
+from morello_asp.spec import Spec
+
+from .engine import Engine, Expansion
+from .memo import Decision, DictMemo, MemoTable
+
+
+@dataclass
+class SearchStats:
+    solved: int = 0
+    memo_hits: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+
+class Progress:
+    """One status line on stderr, redrawn at most every 0.2 s; silent when not a TTY."""
+
+    def __init__(self, enabled: bool | None = None, stream=None):
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self._last = 0.0
+
+    def update(self, stats: SearchStats, engine: Engine, force: bool = False):
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if not force and now - self._last < 0.2:
+            return
+        self._last = now
+        rate = stats.solved / max(stats.elapsed, 1e-9)
+        share = engine.stats.seconds / max(stats.elapsed, 1e-9)
+        self.stream.write(
+            f"\rsynthesizing: {stats.solved} specs solved, {rate:,.0f}/s, {stats.memo_hits} memo hits, "
+            f"clingo {share:.0%} of time  "
+        )
+        self.stream.flush()
+
+    def done(self):
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+class Search:
+    def __init__(self, engine: Engine, memo: MemoTable | None = None, progress: Progress | None = None):
+        self.engine = engine
+        self.target = engine.target
+        self.memo = memo if memo is not None else DictMemo()
+        self.stats = SearchStats()
+        self.progress = progress or Progress(enabled=False)
+        self._active: set[Spec] = set()
+
+    # ------------------------------------------------------------------ optimal costs
+    def prefetch(self, root: Spec, batch: int = 4000) -> None:
+        """Expand every spec reachable from `root` that the memo cannot answer, breadth
+        first, many specs per clingo call (one call per spec is dominated by overhead)."""
+        seen = {root}
+        frontier = [root] if self.memo.get(root) is None else []
+        while frontier:
+            nxt: list[Spec] = []
+            for i in range(0, len(frontier), batch):
+                chunk = frontier[i : i + batch]
+                for exps in self.engine.expand_many(chunk):
+                    for e in exps:
+                        for c in e.children:
+                            if c not in seen:
+                                seen.add(c)
+                                if self.memo.get(c) is None:
+                                    nxt.append(c)
+                self.progress.update(self.stats, self.engine)
+            frontier = nxt
+
+    def solve(self, spec: Spec) -> Decision:
+        d = self.memo.get(spec)
+        if d is not None:
+            self.stats.memo_hits += 1
+            return d
+        if spec in self._active:  # a rule set that loops back to an open spec
+            return Decision(None, 0, (), 0)
+        self._active.add(spec)
+        try:
+            d = self._solve_uncached(spec)
+        finally:
+            self._active.discard(spec)
+        self.memo.put(spec, d)
+        self.stats.solved += 1
+        self.progress.update(self.stats, self.engine)
+        return d
+
+    def _solve_uncached(self, spec: Spec) -> Decision:
+        exps = self.engine.expand(spec)
+        best: Decision | None = None
+        for e in exps:
+            d = self.evaluate(spec, e)
+            if d is None:
+                continue
+            if best is None or (d.cost, d.depth) < (best.cost, best.depth):
+                best = d
+        if best is None:
+            return Decision(None, 0, tuple(0 for _ in spec.limits), 0)
+        return best
+
+    def evaluate(self, spec: Spec, e: Expansion) -> Decision | None:
+        """Cost of rewrite `e` of `spec` with optimal children, or None if a child has none."""
+        kids = []
+        for c in e.children:
+            d = self.solve(c)
+            if not d.feasible:
+                return None
+            kids.append(d)
+        node = node_from_expansion(spec, e)
+        cost = node_cost(node, [k.cost for k in kids], self.target)
+        peak = node_peak(node, [k.peak for k in kids], self.target)
+        depth = 1 + max((k.depth for k in kids), default=0)
+        return Decision(e.action, cost, peak, depth)
+
+    # -------------------------------------------------------------- program rebuild
+    def build(self, spec: Spec) -> Impl:
+        """The optimal program, rebuilt from stored decisions."""
+        self.prefetch(spec)
+        d = self.solve(spec)
+        if not d.feasible:
+            raise NoImplementationError(
+                f"no implementation of {spec} fits its memory limits under the rules in force"
+            )
+        for e in self.engine.expand(spec):
+            if e.action == d.action:
+                return node_from_expansion(spec, e, [self.build(c) for c in e.children])
+        raise NoImplementationError(f"stored decision {d.action} no longer applies to {spec} (rules changed?)")
+
+    def complete(self, impl: Impl) -> Impl:
+        """Fill every open spec of a partial program with its optimal implementation."""
+        if isinstance(impl, SpecHole):
+            return self.build(impl.spec)
+        kids = impl.children
+        if not kids:
+            return impl
+        return impl.with_children([self.complete(c) for c in kids])
+
+    def explain(self, spec: Spec) -> list[tuple[Expansion, Decision | None]]:
+        """Every applicable rewrite with its optimal cost (None: a sub-spec has no implementation)."""
+        exps = self.engine.expand(spec)
+        self.engine.expand_many([c for e in exps for c in e.children])
+        out = [(e, self.evaluate(spec, e)) for e in exps]
+        out.sort(key=lambda x: (x[1] is None, x[1].cost if x[1] else 0, str(x[0].action)))
+        return out
