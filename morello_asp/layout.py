@@ -40,6 +40,16 @@ def odd_even(s: int, x: Expr) -> Expr:
 class Layout:
     pdims: tuple[PhysDim, ...]
 
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(self.pdims)
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self):  # the cached hash is per process (string hashing is salted)
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     # ---- construction and text -------------------------------------------------
     @staticmethod
     def row_major(rank: int) -> "Layout":

@@ -46,6 +46,17 @@ class TensorSpec:
             aligned = True
         return TensorSpec(self.dtype, self.level, lay, aligned, contig, self.vector_size)
 
+    def __hash__(self) -> int:
+        # Specs are hashed constantly by the search's tables: compute once.
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.dtype, self.level, self.layout, self.aligned, self.contig, self.vector_size))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self):  # the cached hash is per process (string hashing is salted)
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     def is_contiguous(self) -> bool:
         return self.contig is None or self.contig >= self.layout.full_contiguity()
 
@@ -67,6 +78,16 @@ class Spec:
     operands: tuple[TensorSpec, ...]
     serial: bool = True
     limits: tuple[int, ...] = ()
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.kind, self.shape, self.operands, self.serial, self.limits))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self):  # the cached hash is per process (string hashing is salted)
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
     # ---- derived facts -------------------------------------------------------------
     @property

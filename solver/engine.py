@@ -12,7 +12,7 @@ import re
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import clingo
@@ -64,6 +64,7 @@ class Expansion:
     children: tuple[Spec, ...]  # ordered by child key
     keys: tuple[int, ...]  # tile: region masks; move: 0 load, 1 body, 2 store; to_accum: 0, 1
     kernel_cost: int | None = None
+    alloc: tuple[int, int] | None = None  # (level index, units) the rewrite allocates
 
 
 @dataclass
@@ -87,7 +88,7 @@ _RE = {
     "dim": re.compile(r"\bchild_dim\((\d+)," + _ATOM + r",(\d+),(\d+),(\d+)\)"),
     "op": re.compile(r"\bchild_operand\((\d+)," + _ATOM + r",(\d+),(\d+),(\w+),(\w+),(\d+),(\d+),(\d+),(\d+)\)"),
     "serial": re.compile(r"\bchild_serial\((\d+)," + _ATOM + r",(\d+)\)"),
-    "limit": re.compile(r"\bchild_limit\((\d+)," + _ATOM + r",(\d+),(\w+),(\d+)\)"),
+    "alloc": re.compile(r"\balloc\((\d+)," + _ATOM + r",(\w+),(\d+)\)"),
     "kcost": re.compile(r"\bkernel_cost\((\d+),(\w+),(-?\d+)\)"),
     "error": re.compile(r'\berror\(("(?:[^"\\]|\\.)*"|[^()]*(?:\([^()]*\))?)\)'),
 }
@@ -102,6 +103,7 @@ class Engine:
                 raise RuleError(f"rule file not found: {r}")
         self.files = [ENCODINGS / "synth.lp", *self.target.files, *(Path(r).resolve() for r in rules)]
         self._cache: dict[Spec, list[Expansion]] = {}
+        self._class_cache: dict[Spec, list[Expansion]] = {}
         self.stats = EngineStats()
         self.ids = LayoutIds()
         self._catalog_facts = self._load_catalog()
@@ -181,7 +183,7 @@ class Engine:
                 return None
             c = d.get(i)
             if c is None:
-                c = d[i] = {"dims": {}, "ops": {}, "lims": {}, "serial": False}
+                c = d[i] = {"dims": {}, "ops": {}, "serial": False}
             return c
 
         for sid, a, i, k in _RE["kind"].findall(text):
@@ -200,10 +202,9 @@ class Engine:
             c = child(sid, a, int(i))
             if c is not None:
                 c["serial"] = True
-        for sid, a, i, lv, u in _RE["limit"].findall(text):
-            c = child(sid, a, int(i))
-            if c is not None:
-                c["lims"][lv] = int(u)
+        allocs: list[dict[str, tuple[int, int]]] = [dict() for _ in range(n)]
+        for sid, a, lv, u in _RE["alloc"].findall(text):
+            allocs[int(sid)][a] = (self.target.level(lv).index, int(u))
         out = []
         for sid, spec in enumerate(specs):
             exps = []
@@ -211,11 +212,11 @@ class Engine:
                 action = self._action(spec, a, requested.get(sid) if requested else None)
                 keys = tuple(sorted(kids))
                 children = tuple(
-                    build_child(kids[k]["kind"], kids[k]["dims"], kids[k]["ops"], kids[k]["serial"], kids[k]["lims"], self.target, self.ids)
+                    build_child(kids[k]["kind"], kids[k]["dims"], kids[k]["ops"], kids[k]["serial"], self.ids)
                     for k in keys
                 )
                 kc = kcost[sid].get(_ACTION.match(a).group(2) or "") if a.startswith("select(") else None
-                exps.append(Expansion(action, children, keys, kc))
+                exps.append(Expansion(action, children, keys, kc, allocs[sid].get(a)))
             exps.sort(key=lambda e: str(e.action))
             out.append((exps, bads[sid]))
         return out
@@ -240,15 +241,45 @@ class Engine:
 
     # -------------------------------------------------------------------------- API
     def expand_many(self, specs: list[Spec]) -> list[list[Expansion]]:
-        todo = [s for s in dict.fromkeys(specs) if s not in self._cache]
+        """Expansions of each spec under its own memory limits. The rules see specs
+        without limits (a spec class); the class answer is cached and applied to each
+        limit vector here."""
+        out = []
+        todo: dict[Spec, None] = {}
+        for s in specs:
+            if s not in self._cache and replace(s, limits=()) not in self._class_cache:
+                todo[replace(s, limits=())] = None
         self.stats.cache_hits += len(specs) - len(todo)
         if todo:
+            classes = list(todo)
             facts: list[str] = []
-            for i, s in enumerate(todo):
-                facts += spec_facts(i, s, self.target, self.ids)
-            for s, (exps, _) in zip(todo, self._decode(todo, self._run(facts, len(todo)))):
-                self._cache[s] = exps
-        return [self._cache[s] for s in specs]
+            for i, c in enumerate(classes):
+                facts += spec_facts(i, c, self.target, self.ids)
+            for c, (exps, _) in zip(classes, self._decode(classes, self._run(facts, len(classes)))):
+                self._class_cache[c] = exps
+        for s in specs:
+            exps = self._cache.get(s)
+            if exps is None:
+                exps = self._cache[s] = self._apply_limits(s, self._class_cache[replace(s, limits=())])
+            out.append(exps)
+        return out
+
+    @staticmethod
+    def _apply_limits(spec: Spec, exps: list[Expansion]) -> list[Expansion]:
+        """Drop rewrites whose allocation does not fit; give children the limits left,
+        snapped down to a power of two (paper 2.4.4)."""
+        out = []
+        for e in exps:
+            lims = spec.limits
+            if e.alloc is not None:
+                li, units = e.alloc
+                if units > lims[li]:
+                    continue
+                left = lims[li] - units
+                lims = lims[:li] + ((1 << (left.bit_length() - 1)) if left > 0 else 0,) + lims[li + 1 :]
+            kids = tuple(replace(c, limits=lims) for c in e.children)
+            out.append(Expansion(e.action, kids, e.keys, e.kernel_cost, e.alloc))
+        return out
 
     def expand(self, spec: Spec) -> list[Expansion]:
         return self.expand_many([spec])[0]
@@ -287,7 +318,11 @@ class Engine:
         reasons = bads.get(term, [])
         for e in exps:
             if self._same(e.action, action):
-                return e
+                fitted = self._apply_limits(spec, [e])
+                if fitted:
+                    return fitted[0]
+                lv = self.target.levels[e.alloc[0]]
+                reasons.append(f"the new buffer needs {e.alloc[1]} {lv.unit}s of {lv.name} but only {spec.limits[e.alloc[0]]} are left")
         why = "; ".join(dict.fromkeys(reasons)) or "no rule derives it"
         raise ScheduleError(f"{action} does not apply to {spec}: {why}")
 

@@ -2,6 +2,7 @@
 child atoms the rule files derive. The predicate contract is in encodings/README.md."""
 from __future__ import annotations
 
+import functools
 import re
 from math import prod
 
@@ -14,10 +15,12 @@ from morello_asp.spec import Spec, TensorSpec
 from morello_asp.target import Target
 
 
+@functools.lru_cache(maxsize=None)
 def snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+@functools.lru_cache(maxsize=None)
 def camel(name: str) -> str:
     return "".join(p.capitalize() for p in name.split("_"))
 
@@ -62,7 +65,6 @@ def spec_facts(sid: int, spec: Spec, target: Target, ids: "LayoutIds") -> list[s
     f += [f"spec_dim({sid},{d},{n})." for d, n in enumerate(spec.shape)]
     if spec.serial:
         f.append(f"spec_serial({sid}).")
-    f += [f"spec_limit({sid},{lv.atom},{u})." for lv, u in zip(target.levels, spec.limits)]
     f.append(f"spec_output({sid},{spec.output}).")
     f += [f"spec_reduction({sid},{d})." for d in spec.k.reduction(len(spec.shape))]
     for op, (ts, dims, shape) in enumerate(zip(spec.operands, spec.k.operand_dims(len(spec.shape)), spec.operand_shapes)):
@@ -90,11 +92,10 @@ def kind_name(sym: clingo.Symbol) -> str:
 _DTYPES = {d.short: d for d in Dtype}
 
 
-def build_child(kind: str, dims: dict[int, int], ops: dict[int, tuple], serial: bool, limits: dict[str, int], target: Target, ids: "LayoutIds") -> Spec:
+def build_child(kind: str, dims: dict[int, int], ops: dict[int, tuple], serial: bool, ids: "LayoutIds") -> Spec:
     shape = tuple(dims[d] for d in sorted(dims))
     operands = []
     for i in sorted(ops):
         dt, lv, al, c, v, lay = ops[i]
         operands.append(TensorSpec(_DTYPES[dt], lv.upper(), ids.layouts[int(lay)], al == "1", int(c), int(v) or None))
-    lims = tuple(limits[lv.atom] for lv in target.levels)
-    return Spec(kind, shape, tuple(operands), serial, lims).canonical()
+    return Spec(kind, shape, tuple(operands), serial, ()).canonical()
