@@ -40,11 +40,11 @@ class BenchResult:
 class Program:
     """A compiled program: call it on numpy arrays, or time it."""
 
-    def __init__(self, impl: Impl, target: str = "avx2"):
+    def __init__(self, impl: Impl, target: str = "avx2", rules=()):
         self.impl = impl
         self.spec: Spec = impl.spec
-        self.source, self.openmp = generate(impl, target)
-        ct = get_ctarget(target)
+        self.source, self.openmp = generate(impl, target, rules)
+        ct = get_ctarget(target, rules)
         cdef = signature(self.spec, "kernel") + ";\n" + bench_signature(self.spec, "kernel") + ";"
         self.module = build(self.source, cdef, ct.flags, self.openmp)
         self.names = param_names(self.spec)
@@ -136,17 +136,17 @@ class Program:
         return BenchResult(med, flops(spec) / med / 1e9, ts, iters)
 
 
-def compile_impl(impl: Impl, target: str = "avx2") -> Program:
-    return Program(impl, target)
+def compile_impl(impl: Impl, target: str = "avx2", rules=()) -> Program:
+    return Program(impl, target, rules)
 
 
 def attach():
     """Give every IR node to_c / compile / benchmark (called from morello_asp/__init__)."""
     from .emit import to_c
 
-    Impl.to_c = lambda self, target="avx2": to_c(self, target)
-    Impl.compile = lambda self, target="avx2": compile_impl(self, target)
-    Impl.benchmark = lambda self, target="avx2", **kw: compile_impl(self, target).benchmark(**kw)
+    Impl.to_c = lambda self, target="avx2", rules=(): to_c(self, target, rules)
+    Impl.compile = lambda self, target="avx2", rules=(): compile_impl(self, target, rules)
+    Impl.benchmark = lambda self, target="avx2", rules=(), **kw: compile_impl(self, target, rules).benchmark(**kw)
 
 
 attach()

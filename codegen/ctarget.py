@@ -61,12 +61,17 @@ def _val(s: clingo.Symbol):
     return str(s)
 
 
+def get_ctarget(name: str = "avx2", rules=()) -> CTarget:
+    """The C side of target `name`, plus kernels defined in extra rule files."""
+    return _ctarget(name, tuple(str(r) for r in rules or ()))
+
+
 @functools.lru_cache(maxsize=None)
-def get_ctarget(name: str = "avx2") -> CTarget:
+def _ctarget(name: str, rules: tuple[str, ...]) -> CTarget:
     tgt = get_target(name)
     ctl = clingo.Control(["--warn=none"])
     try:
-        for f in tgt.files:
+        for f in (*tgt.files, *rules):
             ctl.load(str(f))
         ctl.ground([("base", [])])
     except RuntimeError as e:

@@ -427,13 +427,13 @@ def signature(spec: Spec, fname: str) -> str:
     return f"void {fname}({', '.join(params)})"
 
 
-def emit_function(impl: Impl, fname: str = "kernel", target: str = "avx2") -> tuple[str, bool]:
+def emit_function(impl: Impl, fname: str = "kernel", target: str = "avx2", rules=()) -> tuple[str, bool]:
     """C text of one function computing `impl` on buffers in the operands' layouts,
     and whether it needs OpenMP."""
     if not impl.is_complete:
         path, hole = impl.holes()[0]
         raise CodegenError(f"the program is incomplete: open spec at child path {list(path)}: {hole.spec}")
-    ct = get_ctarget(target)
+    ct = get_ctarget(target, rules)
     em = Emitter(ct)
     spec = impl.spec
     names = param_names(spec)
@@ -475,17 +475,18 @@ def emit_function(impl: Impl, fname: str = "kernel", target: str = "avx2") -> tu
     return "\n".join(head + em.lines + ["}"]), em.uses_omp
 
 
-def generate(impl: Impl, target: str = "avx2") -> tuple[str, bool]:
+def generate(impl: Impl, target: str = "avx2", rules=()) -> tuple[str, bool]:
     """Readable C for `impl` (prelude, the program function `kernel` and its timing
     loop `kernel_bench`) and whether it needs OpenMP."""
-    body, omp = emit_function(impl, "kernel", target)
-    ct = get_ctarget(target)
+    body, omp = emit_function(impl, "kernel", target, rules)
+    ct = get_ctarget(target, rules)
     src = "\n".join(_prelude(ct)) + "\n\n" + body + "\n\n" + bench_function(impl.spec, "kernel") + "\n"
     return src, omp
 
 
-def to_c(impl: Impl, target: str = "avx2") -> str:
-    return generate(impl, target)[0]
+def to_c(impl: Impl, target: str = "avx2", rules=()) -> str:
+    """`rules`: extra logic files whose kernels the program uses (tgt_kernel_c facts)."""
+    return generate(impl, target, rules)[0]
 
 
 def bench_signature(spec: Spec, fname: str = "kernel") -> str:

@@ -11,6 +11,7 @@ from .errors import MorelloError
 COMMAND_MODULES = [
     "morello_asp.cli_schedule",
     "morello_asp.codegen.cli",
+    "morello_asp.solver.cli_synth",
 ]
 
 

@@ -1,0 +1,154 @@
+"""`morello-asp synth`, `query` and `explain`: optimal programs from the rule files."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from morello_asp.errors import MorelloError, NoImplementationError
+
+
+def _search(args, progress: bool):
+    from morello_asp.solver.dp import Progress
+    from morello_asp.synthesis import make_search
+
+    return make_search(args.target, args.rules or (), args.db, Progress(enabled=None if progress else False))
+
+
+def _spec(args):
+    from morello_asp.spec import parse_spec
+
+    return parse_spec(args.spec, args.target)
+
+
+def _emit(imp, args):
+    from morello_asp.serialize import save, to_json
+
+    if args.emit == "c":
+        print(imp.to_c(args.target, args.rules or ()))
+    elif args.emit == "json":
+        import json
+
+        print(json.dumps(to_json(imp, args.target), indent=1))
+    else:
+        print(imp)
+        print(imp.cost)
+    if args.out:
+        save(imp, args.out, args.target)
+        print(f"saved program to {args.out}", file=sys.stderr)
+
+
+def _run_and_bench(imp, args):
+    if args.run or args.bench:
+        fn = imp.compile(args.target, args.rules or ())
+        err, tol = fn.check()
+        ok = err <= tol
+        print(f"checked against numpy: max |error| {err:.3g} (tolerance {tol:.3g}): {'OK' if ok else 'MISMATCH'}")
+        if not ok:
+            return 1
+    if args.bench:
+        import numpy as np
+
+        from morello_asp.codegen.baseline import time_python
+
+        r = fn.benchmark()
+        spec = imp.spec
+        print(f"ours:  {r}")
+        if spec.kind in ("Matmul", "MatmulAccum") and spec.operands[0].dtype.short == "f32":
+            b, m, k, n = spec.shape
+            rng = np.random.default_rng(0)
+            a = rng.random((b, m, k), dtype=np.float32)
+            w = rng.random((b, k, n), dtype=np.float32)
+            t = time_python(lambda: np.matmul(a, w))
+            gf = 2 * b * m * k * n / t / 1e9
+            threads = os.environ.get("OPENBLAS_NUM_THREADS", "all")
+            print(f"numpy: {t:.3g} s/iter, {gf:.2f} GFLOP/s (OpenBLAS threads: {threads})")
+            print(f"ratio (ours / numpy): {r.gflops / gf:.2f}")
+    return 0
+
+
+def _synth(args):
+    spec = _spec(args)
+    search = _search(args, not args.quiet)
+    t0 = time.perf_counter()
+    try:
+        imp = search.build(spec)
+    finally:
+        search.memo.flush()
+        search.progress.done()
+    dt = time.perf_counter() - t0
+    if not args.quiet:
+        e = search.engine.stats
+        print(f"synthesized in {dt:.2f} s: {search.stats.solved} specs solved, {search.stats.memo_hits} memo hits, "
+              f"{e.specs} spec classes grounded in {e.calls} clingo calls ({e.seconds:.2f} s)", file=sys.stderr)
+    if args.verify:
+        try:
+            from morello_asp.solver.verify import verify
+        except ImportError as err:
+            raise MorelloError(f"verification is not available: {err}") from None
+        report = verify(imp, args.target)
+        print(report, file=sys.stderr)
+        if not report.ok:
+            return 1
+    _emit(imp, args)
+    return _run_and_bench(imp, args)
+
+
+def _query(args):
+    if not args.db:
+        raise MorelloError("query needs --db: it answers only from a memo table, without searching")
+    spec = _spec(args)
+    search = _search(args, False)
+    d = search.memo.get(spec)
+    if d is None:
+        print(f"not in {args.db}: run `morello-asp synth` with --db {args.db} first")
+        return 1
+    if not d.feasible:
+        print(f"no implementation of {spec} fits its memory limits (recorded in {args.db})")
+        return 1
+    imp = search.build(spec)  # every decision on the way is a memo hit
+    _emit(imp, args)
+    return 0
+
+
+def _explain(args):
+    spec = _spec(args)
+    search = _search(args, False)
+    rows = search.explain(spec)
+    print(spec)
+    if not rows:
+        print("  no rewrite applies")
+    for e, d in rows:
+        cost = "no implementation" if d is None else f"cost {d.cost}"
+        print(f"  {e.action}: {cost}")
+        for c in e.children:
+            print(f"      {c}")
+    return 0
+
+
+def register(sub):
+    def common(p):
+        p.add_argument("spec", help='a spec, e.g. "Matmul(64x64x64, f32)" or the full paper syntax')
+        p.add_argument("--target", default="avx2", help="target name or path to a target .lp file")
+        p.add_argument("--rules", action="append", metavar="FILE.lp", help="extra logic file (repeatable)")
+        p.add_argument("--db", help="memo table file to reuse and grow")
+
+    p = sub.add_parser("synth", help="synthesize the optimal program for a spec")
+    common(p)
+    p.add_argument("--emit", choices=["listing", "c", "json"], default="listing")
+    p.add_argument("--out", help="save the program as JSON (for run, bench, verify)")
+    p.add_argument("--run", action="store_true", help="compile, run on random inputs, check against numpy")
+    p.add_argument("--bench", action="store_true", help="also time it beside numpy")
+    p.add_argument("--verify", action="store_true", help="prove the program legal with z3")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress or statistics on stderr")
+    p.set_defaults(func=_synth)
+
+    p = sub.add_parser("query", help="print the optimal program already in a memo table (no search)")
+    common(p)
+    p.add_argument("--emit", choices=["listing", "c", "json"], default="listing")
+    p.add_argument("--out")
+    p.set_defaults(func=_query)
+
+    p = sub.add_parser("explain", help="every applicable rewrite of a spec, its sub-specs and optimal cost")
+    common(p)
+    p.set_defaults(func=_explain)
