@@ -191,7 +191,7 @@ class Emitter:
 
         if unroll:
             for it in itertools.product(*(range(node.steps[d]) for d in looped)):
-                shift = {d: Const(i * node.tile[d]) for d, i in zip(looped, it)}
+                shift = {d: Const(i * node.tile_shape[d]) for d, i in zip(looped, it)}
                 self.emit(node.body, body_views(shift, node.body.spec))
         elif looped:
             vars_ = {d: self.fresh_index(names[d]) for d in looped}
@@ -199,7 +199,7 @@ class Emitter:
                 self.uses_omp = True
                 self.out("#pragma omp parallel for" + (f" collapse({len(looped)})" if len(looped) > 1 else ""))
             for d in looped:
-                t, n = node.tile[d], node.steps[d] * node.tile[d]
+                t, n = node.tile_shape[d], node.steps[d] * node.tile_shape[d]
                 v = vars_[d]
                 self.out(f"for (int {v} = 0; {v} < {n}; {v}{' += ' + str(t) if t > 1 else '++'}) {{")
                 self.env[v] = VarRange(0, n - t, t)

@@ -76,7 +76,7 @@ class Loop(Impl):
     """Loop over full tiles of `tile` shape; each boundary body runs once on its region."""
 
     spec: Spec
-    tile: tuple[int, ...]
+    tile_shape: tuple[int, ...]
     parallel: bool
     body: Impl
     boundaries: tuple[Impl, ...] = ()
@@ -86,11 +86,11 @@ class Loop(Impl):
         return (self.body, *self.boundaries)
 
     def with_children(self, children):
-        return Loop(self.spec, self.tile, self.parallel, children[0], tuple(children[1:]))
+        return Loop(self.spec, self.tile_shape, self.parallel, children[0], tuple(children[1:]))
 
     @property
     def steps(self) -> tuple[int, ...]:
-        return tuple(s // t for s, t in zip(self.spec.shape, self.tile))
+        return tuple(s // t for s, t in zip(self.spec.shape, self.tile_shape))
 
     @property
     def trips(self) -> int:
@@ -98,7 +98,7 @@ class Loop(Impl):
 
     def regions(self):
         """(offset, region shape) of each boundary body, in `boundaries` order."""
-        return [(o, s) for o, s, main in loop_regions(self.spec.shape, self.tile) if not main]
+        return [(o, s) for o, s, main in loop_regions(self.spec.shape, self.tile_shape) if not main]
 
 
 @dataclass(frozen=True, eq=False)

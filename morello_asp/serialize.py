@@ -22,7 +22,7 @@ def _node(n: Impl) -> dict:
     if isinstance(n, SpecHole):
         d["node"] = "hole"
     elif isinstance(n, Loop):
-        d.update(node="loop", tile=list(n.tile), parallel=n.parallel, body=_node(n.body),
+        d.update(node="loop", tile=list(n.tile_shape), parallel=n.parallel, body=_node(n.body),
                  boundaries=[_node(b) for b in n.boundaries])
     elif isinstance(n, Block):
         d.update(node="block", stmts=[_node(c) for c in n.stmts])

@@ -79,12 +79,12 @@ def test_kernel_without_template_and_bad_placeholder(monkeypatch, small):
 
     ct = get_ctarget("avx2")
     no_bvma = dataclasses.replace(ct, templates={k: v for k, v in ct.templates.items() if k[0] != "broadcast_vec_mult_add"})
-    monkeypatch.setattr(emit, "get_ctarget", lambda name: no_bvma)
+    monkeypatch.setattr(emit, "get_ctarget", lambda name, rules=(): no_bvma)
     with pytest.raises(CodegenError, match="no C for kernel BroadcastVecMultAdd"):
         emit.to_c(small)
     bad = dict(ct.templates)
     bad[("memset_zero", "any")] = "memset({result_ptr}, 0, 4);"
-    monkeypatch.setattr(emit, "get_ctarget", lambda name: dataclasses.replace(ct, templates=bad))
+    monkeypatch.setattr(emit, "get_ctarget", lambda name, rules=(): dataclasses.replace(ct, templates=bad))
     with pytest.raises(CodegenError, match="result"):
         emit.to_c(small)
 

@@ -160,7 +160,7 @@ def test_tile_contiguity_matches_brute_force(lay):
 
 def test_figure1_program_and_hand_computed_cost():
     imp = figure1()
-    assert isinstance(imp, Loop) and imp.tile == (1, 1, 1, 16) and imp.trips == 16
+    assert isinstance(imp, Loop) and imp.tile_shape == (1, 1, 1, 16) and imp.trips == 16
     alloc = imp.body
     assert isinstance(alloc, Alloc) and alloc.new.level == "VRF" and alloc.new.vector_size == 8
     assert [c.kernel for c in alloc.children] == ["VectorAssign", "BroadcastVecMultAdd", "VectorAssign"]
@@ -201,7 +201,7 @@ def test_non_dividing_tile_leaves_boundaries_that_partition():
     covered = np.zeros(spec.shape, dtype=int)
     main = [r for r in regs if r[2]][0]
     for idx in itertools.product(*[range(s) for s in imp.steps]):
-        sl = tuple(slice(i * t, (i + 1) * t) for i, t in zip(idx, imp.tile))
+        sl = tuple(slice(i * t, (i + 1) * t) for i, t in zip(idx, imp.tile_shape))
         covered[sl] += 1
     for (off, shp), child in zip(imp.regions(), imp.boundaries):
         assert child.spec.shape == shp

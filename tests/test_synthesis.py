@@ -104,7 +104,7 @@ def test_no_implementation_is_a_clear_answer():
 def test_synthesize_all_completes_a_partial_schedule():
     imp = parse_spec("Matmul(8x8x8, f32)").to_accum().subschedule([1], lambda a: a.tile([1, 4, 8, 8]))
     done = imp.synthesize_all(SHARED)
-    assert done.is_complete and done.children[1].tile == (1, 4, 8, 8)
+    assert done.is_complete and done.children[1].tile_shape == (1, 4, 8, 8)
     check_runs(done)
 
 
