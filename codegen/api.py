@@ -34,7 +34,8 @@ class BenchResult:
     iters: int = 0  # calls per repetition
 
     def __str__(self) -> str:
-        return f"{self.seconds * 1e3:.4f} ms/iter, {self.gflops:.2f} GFLOP/s (median of {len(self.times)} reps x {self.iters} calls)"
+        per = f"{self.seconds * 1e6:.3f} us" if self.seconds < 1e-3 else f"{self.seconds * 1e3:.3f} ms"
+        return f"{per}/iter, {self.gflops:.2f} GFLOP/s (median of {len(self.times)} reps x {self.iters} calls)"
 
 
 class Program:
