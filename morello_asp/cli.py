@@ -12,6 +12,7 @@ COMMAND_MODULES = [
     "morello_asp.cli_schedule",
     "morello_asp.codegen.cli",
     "morello_asp.solver.cli_synth",
+    "morello_asp.solver.cli_verify",
 ]
 
 

@@ -64,7 +64,7 @@ class Layout:
         return Layout(tuple(PhysDim(i) for i in order))
 
     @staticmethod
-    def parse(text: str, rank: int) -> "Layout":
+    def parse(text: str, rank: int, validate: bool = True) -> "Layout":
         text = text.strip()
         if text == "row_major":
             return Layout.row_major(rank)
@@ -86,7 +86,8 @@ class Layout:
             else:
                 pdims.append(PhysDim(d))
         lay = Layout(tuple(pdims))
-        lay.validate(rank)
+        if validate:
+            lay.validate(rank)
         return lay
 
     def validate(self, rank: int) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .errors import ScheduleError
+from .errors import LegalityError, ScheduleError
 from .ir import Alloc, Block, Impl, KernelApp, Loop, SpecHole
 from .layout import Layout
 from .spec import Spec
@@ -115,6 +115,12 @@ class Schedulable:
                 layout = Layout.parse(layout, len(leaf.operand_shapes[operand]))
             except ValueError as e:
                 raise ScheduleError(str(e)) from None
+        if layout.is_packed:  # a user's layout must be a bijection onto its buffer (z3)
+            from morello_asp.solver.verify import prove_layout
+
+            ob = prove_layout(layout, leaf.operand_shapes[operand])
+            if ob.status == "refuted":
+                raise LegalityError(f"operand {operand} of {leaf.short()}: {ob.what}: refuted: {ob.detail}")
         return self._apply(Action("move", (operand, level.upper(), layout, vector_size or 0)))
 
     def select(self, kernel: str) -> Impl:

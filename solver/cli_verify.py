@@ -1,0 +1,41 @@
+"""`morello-asp verify`: z3 proofs for a saved program or for one layout."""
+from __future__ import annotations
+
+from morello_asp.errors import MorelloError
+
+
+def _verify(args):
+    from morello_asp.layout import Layout, LayoutError
+    from morello_asp.solver.verify import prove_layout, verify
+
+    if args.layout:
+        if not args.shape:
+            raise MorelloError("--layout needs --shape, e.g. --shape 6x8")
+        shape = tuple(int(x) for x in args.shape.replace("×", "x").split("x"))
+        try:
+            lay = Layout.parse(args.layout, len(shape), validate=False)
+        except LayoutError as e:
+            raise MorelloError(str(e)) from None
+        ob = prove_layout(lay, shape)
+        print(ob)
+        return 0 if ob.status == "proved" else 1
+    if not args.program:
+        raise MorelloError("give a program JSON file, or --layout and --shape")
+    from morello_asp.serialize import load
+
+    rep = verify(load(args.program), args.target)
+    print(rep)
+    if args.all:
+        for o in rep.obligations:
+            print(o)
+    return 0 if rep.ok else 1
+
+
+def register(sub):
+    p = sub.add_parser("verify", help="prove a saved program (or a layout) legal with z3")
+    p.add_argument("program", nargs="?", help="program JSON saved by synth --out or morello_asp.serialize.save")
+    p.add_argument("--layout", help='a layout to check, e.g. "[1, 0, 1 p(4)]"')
+    p.add_argument("--shape", help="tensor shape for --layout, e.g. 6x8")
+    p.add_argument("--target", default="avx2")
+    p.add_argument("--all", action="store_true", help="list every obligation, not only failures")
+    p.set_defaults(func=_verify)

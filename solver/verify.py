@@ -1,0 +1,207 @@
+"""Legality proofs with z3. Nothing here trusts the rule files: every obligation is
+re-derived from the IR (the tree, its specs and layouts) and either proved, refuted
+with a counterexample, or left unknown with z3's reason.
+
+Obligations: every layout in use is a bijection from coordinates onto its buffer;
+every loop's tiles and boundary regions cover each point of its spec exactly once and
+stay in bounds, with children of the right shapes, reductions split only in
+accumulating kinds and never by parallel loops; and memory stays within limits.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from math import prod
+
+import z3
+
+from morello_asp.cost import alloc_units, compute_cost
+from morello_asp.expr import Add, Const, Expr, FloorDiv, Mod, Mul, Var
+from morello_asp.ir import Alloc, Impl, Loop, loop_regions
+from morello_asp.layout import Layout
+from morello_asp.target import get_target
+
+
+@dataclass
+class Obligation:
+    what: str
+    status: str  # proved | refuted | unknown
+    detail: str = ""
+
+    def __str__(self) -> str:
+        mark = {"proved": "proved ", "refuted": "REFUTED", "unknown": "unknown"}[self.status]
+        return f"[{mark}] {self.what}" + (f": {self.detail}" if self.detail else "")
+
+
+@dataclass
+class VerifyReport:
+    obligations: list[Obligation] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(o.status == "proved" for o in self.obligations)
+
+    def __str__(self) -> str:
+        n = len(self.obligations)
+        bad = [o for o in self.obligations if o.status != "proved"]
+        head = f"{n - len(bad)} of {n} obligations proved in {self.seconds:.2f} s"
+        return "\n".join([head] + [str(o) for o in (bad or self.obligations[:0])])
+
+
+def to_z3(e: Expr, env: dict):
+    if isinstance(e, Const):
+        return z3.IntVal(e.value)
+    if isinstance(e, Var):
+        return env[e.name]
+    if isinstance(e, Add):
+        return z3.Sum([to_z3(t, env) for t in e.terms])
+    if isinstance(e, Mul):
+        return e.coef * to_z3(e.term, env)
+    if isinstance(e, FloorDiv):  # z3's integer division is floor division for positive divisors
+        return to_z3(e.term, env) / e.k
+    if isinstance(e, Mod):
+        return to_z3(e.term, env) % e.k
+    raise TypeError(f"no z3 form for {type(e).__name__}")
+
+
+def _solve(s: z3.Solver):
+    r = s.check()
+    return r, (s.model() if r == z3.sat else None)
+
+
+def prove_layout(layout: Layout, shape) -> Obligation:
+    """In range: every coordinate maps into [0, buffer volume). Injective: no two
+    coordinates share an offset. A refutation names the coordinates."""
+    what = f"layout {layout} is a bijection for shape {'x'.join(map(str, shape))}"
+    rank = len(shape)
+    if any(p.dim >= rank for p in layout.pdims):
+        return Obligation(what, "refuted", f"it names dimension {max(p.dim for p in layout.pdims)} of a rank-{rank} tensor")
+    vol = prod(shape)
+    size = layout.buffer_volume(shape)
+    xs = [z3.Int(f"x{i}") for i in range(rank)]
+    ys = [z3.Int(f"y{i}") for i in range(rank)]
+    names = [f"d{i}" for i in range(rank)]
+    off = layout.buffer_expr(shape, names)
+    ox, oy = to_z3(off, dict(zip(names, xs))), to_z3(off, dict(zip(names, ys)))
+    bounds = [z3.And(0 <= v, v < n) for v, n in zip(xs, shape)] + [z3.And(0 <= v, v < n) for v, n in zip(ys, shape)]
+    s = z3.Solver()
+    s.set("timeout", 20000)
+    s.add(bounds[:rank])
+    s.add(z3.Or(ox < 0, ox >= max(size, vol)))
+    r, m = _solve(s)
+    if r == z3.sat:
+        c = [m.eval(v).as_long() for v in xs]
+        return Obligation(what, "refuted", f"coordinate {c} maps to offset {m.eval(ox).as_long()}, outside [0, {max(size, vol)})")
+    if r == z3.unknown:
+        return Obligation(what, "unknown", s.reason_unknown())
+    s = z3.Solver()
+    s.set("timeout", 20000)
+    s.add(bounds)
+    s.add(z3.Or([a != b for a, b in zip(xs, ys)]))
+    s.add(ox == oy)
+    r, m = _solve(s)
+    if r == z3.sat:
+        a = [m.eval(v).as_long() for v in xs]
+        b = [m.eval(v).as_long() for v in ys]
+        return Obligation(what, "refuted", f"coordinates {a} and {b} both map to offset {m.eval(ox).as_long()}")
+    if r == z3.unknown:
+        return Obligation(what, "unknown", s.reason_unknown())
+    if size != vol:
+        return Obligation(what, "refuted", f"the buffer has {size} slots for {vol} values (padding)")
+    return Obligation(what, "proved")
+
+
+def prove_tiling(loop: Loop) -> list[Obligation]:
+    spec = loop.spec
+    name = f"tile {list(loop.tile_shape)} of {spec.short()}"
+    out = []
+    shape, tile = spec.shape, loop.tile_shape
+    if len(tile) != len(shape) or any(t < 1 or t > n for t, n in zip(tile, shape)):
+        return [Obligation(f"{name}: tile sizes within the spec", "refuted", f"tile {list(tile)} vs shape {list(shape)}")]
+    # Boxes the program actually covers: full tiles of the body's shape, then each boundary
+    # body once at its region.
+    steps = [n // t for n, t in zip(shape, tile)]
+    body_shape = loop.body.spec.shape
+    boxes = [("main", [0] * len(shape), [s * b for s, b in zip(steps, body_shape)], body_shape)]
+    regions = loop.regions()
+    for i, child in enumerate(loop.boundaries):
+        off = regions[i][0] if i < len(regions) else tuple(0 for _ in shape)
+        boxes.append((f"boundary {i}", list(off), list(child.spec.shape), None))
+    p = [z3.Int(f"p{d}") for d in range(len(shape))]
+    s = z3.Solver()
+    s.add([z3.And(0 <= v, v < n) for v, n in zip(p, shape)])
+    inside = [z3.And([z3.And(o <= v, v < o + e) for v, o, e in zip(p, off, ext)]) for _, off, ext, _ in boxes]
+    s.add(z3.Sum([z3.If(c, 1, 0) for c in inside]) != 1)
+    r, m = _solve(s)
+    what = f"{name}: every point covered exactly once"
+    if r == z3.sat:
+        pt = [m.eval(v).as_long() for v in p]
+        hits = [b[0] for b, c in zip(boxes, inside) if z3.is_true(m.eval(c))]
+        out.append(Obligation(what, "refuted", f"point {pt} is covered by {hits or 'nothing'}"))
+    else:
+        out.append(Obligation(what, "proved" if r == z3.unsat else "unknown"))
+    # Tiles inside the main region are the body's shape and stay in bounds.
+    what = f"{name}: tiles stay in bounds"
+    oob = [b for b in boxes if any(o + e > n for o, e, n in zip(b[1], b[2], shape))]
+    out.append(Obligation(what, "refuted", f"{oob[0][0]} reaches {[o + e for o, e in zip(oob[0][1], oob[0][2])]} in shape {list(shape)}") if oob else Obligation(what, "proved"))
+    what = f"{name}: body and boundary specs have their regions' shapes"
+    exp = [tuple(tile)] + [r[1] for r in regions]
+    got = [loop.body.spec.shape] + [c.spec.shape for c in loop.boundaries]
+    out.append(Obligation(what, "proved") if exp == got else Obligation(what, "refuted", f"expected {exp}, program has {got}"))
+    red = [d for d in spec.k.reduction(len(shape)) if tile[d] != shape[d]]
+    what = f"{name}: reductions split only where legal"
+    if red and not spec.k.is_accum:
+        out.append(Obligation(what, "refuted", f"{spec.kind} is not accumulating but the loop splits dimension {red[0]}"))
+    elif red and loop.parallel:
+        out.append(Obligation(what, "refuted", f"a parallel loop splits reduction dimension {red[0]}"))
+    else:
+        out.append(Obligation(what, "proved"))
+    return out
+
+
+def prove_memory(impl: Impl, target) -> list[Obligation]:
+    """Live buffers per level, summed along every root-to-leaf path, within the root's
+    limits; each node within its own spec's limits; register tensors fit the file."""
+    out = []
+    worst = [0] * len(target.levels)
+
+    def walk(node, live):
+        if isinstance(node, Alloc):
+            li = target.level(node.new.level).index
+            live = list(live)
+            live[li] += alloc_units(node, target)
+        for i, v in enumerate(live):
+            worst[i] = max(worst[i], v)
+        for c in node.children:
+            walk(c, live)
+
+    walk(impl, [0] * len(target.levels))
+    for lv, w, lim in zip(target.levels, worst, impl.spec.limits):
+        what = f"{lv.name}: live buffers on every path ({w} {lv.unit}s) within the limit {lim}"
+        out.append(Obligation(what, "proved") if w <= lim else Obligation(what, "refuted", f"{w} > {lim}"))
+        what = f"{lv.name}: live buffers within the target's capacity {lv.capacity}"
+        out.append(Obligation(what, "proved") if w <= lv.capacity else Obligation(what, "refuted", f"{w} > {lv.capacity}"))
+    bad = [n for n in impl.walk() if any(p > l for p, l in zip(compute_cost(n, target).peak, n.spec.limits))]
+    what = "every node's peak memory within its spec's limits"
+    out.append(Obligation(what, "refuted", f"{bad[0].spec}: peak {list(compute_cost(bad[0], target).peak)}") if bad else Obligation(what, "proved"))
+    return out
+
+
+def verify(impl: Impl, target: str = "avx2") -> VerifyReport:
+    t0 = time.perf_counter()
+    tgt = get_target(target)
+    rep = VerifyReport()
+    layouts = set()
+    for i, (ts, shp) in enumerate(zip(impl.spec.operands, impl.spec.operand_shapes)):
+        layouts.add((ts.layout, tuple(shp)))
+    for node in impl.walk():
+        if isinstance(node, Alloc):
+            layouts.add((node.new.layout, tuple(node.spec.operand_shapes[node.operand])))
+        if isinstance(node, Loop):
+            rep.obligations += prove_tiling(node)
+    for lay, shp in sorted(layouts, key=str):
+        rep.obligations.append(prove_layout(lay, shp))
+    rep.obligations += prove_memory(impl, tgt)
+    rep.seconds = time.perf_counter() - t0
+    return rep
