@@ -1,0 +1,79 @@
+"""Logic-file unit tests: clingo on encodings/synth.lp + the avx2 target with small fact fixtures."""
+from __future__ import annotations
+
+import clingo
+import pytest
+
+from morello_asp import parse_spec
+from morello_asp.errors import RuleError
+from morello_asp.target import get_target
+from solver.engine import Engine
+from solver.facts import LayoutIds, spec_facts
+
+ENGINE = Engine()
+TARGET = ENGINE.target
+
+
+def solve(specs, extra=()):
+    """Ground and solve synth.lp + target with spec_facts for each spec; return atoms as strings."""
+    ids = LayoutIds()
+    ctl = clingo.Control(["--warn=none", "--models=1"])
+    for f in ENGINE.files:
+        ctl.load(str(f))
+    facts = list(ENGINE._catalog_facts)
+    for i, s in enumerate(specs):
+        facts += spec_facts(i, s, TARGET, ENGINE.ids)
+    facts += list(extra)
+    ctl.add("base", [], "\n".join(facts))
+    ctl.ground([("base", [])])
+    out = []
+    ctl.solve(on_model=lambda m: out.extend(str(a) for a in m.symbols(shown=True)))
+    return set(out)
+
+
+ACCUM = ("(MatmulAccum(1x1x1x8, (f32, RF, row_major), (f32, VRF, row_major, v8), "
+         "(f32, VRF, row_major, v8), serial), [64, 1024, 32768, 1073741824])")
+
+
+def test_broadcast_vec_mult_add_applies_with_cost_3():
+    atoms = solve([parse_spec(ACCUM)])
+    assert "action(0,select(broadcast_vec_mult_add))" in atoms, sorted(atoms)
+    assert "kernel_cost(0,broadcast_vec_mult_add,3)" in atoms, sorted(a for a in atoms if "kernel" in a)
+
+
+def test_requested_vector_move_on_volume_4_is_bad_with_reason():
+    # a Move of operand 2 (volume 1x2x2 = 4) into VRF with vector size 8: the logic files
+    # reject it and, because it was requested, show the reason.  (Memory limits are applied
+    # in Python by Engine._apply_limits, not in the logic files, so no memory reason here.)
+    spec = parse_spec("(Matmul(1x2x2x2, (f32, L1, row_major), (f32, L1, row_major), (f32, L1, row_major), serial), [64, 1024, 32768, 1073741824])")
+    lid = ENGINE.ids.id(spec.operands[2].layout)
+    atoms = solve([spec], [f"requested(0,move(2,vrf,{lid},8))."])
+    bad = [a for a in atoms if a.startswith("bad(0,move(2,vrf")]
+    assert any("vector size does not divide" in a for a in bad), sorted(atoms)
+    assert f"action(0,move(2,vrf,{lid},8))" not in atoms
+
+
+def test_tile_actions_for_matmul_skip_the_reduction_dim():
+    atoms = solve([parse_spec("Matmul(8x8x8, f32)")])
+    tiles = {a for a in atoms if a.startswith("action(0,tile1(")}
+    assert "action(0,tile1(1,4,0))" in tiles and "action(0,tile1(3,2,0))" in tiles
+    assert not any(a.startswith("action(0,tile1(2,") for a in tiles)  # k is a reduction dim
+    assert "action(0,to_accum)" in atoms
+    assert "child_dim(0,tile1(1,4,0),0,1,4)" in atoms and "child_dim(0,tile1(1,4,0),0,3,8)" in atoms
+
+
+def test_syntax_error_in_user_rule_file_names_file_and_line(tmp_path):
+    p = tmp_path / "broken.lp"
+    p.write_text("% fine\nforbid(S, A) :- cand(S, A)\n")
+    with pytest.raises(RuleError) as e:
+        Engine(rules=(p,))
+    assert "broken.lp" in str(e.value) and ":2:" in str(e.value) or "broken.lp:3" in str(e.value), str(e.value)
+
+
+def test_forbid_removes_to_accum(tmp_path):
+    spec = parse_spec("Matmul(8x8x8, f32)")
+    assert any(x.action.text().startswith("to_accum") or "to_accum" in x.action.text().lower() for x in ENGINE.expand(spec))
+    p = tmp_path / "no_accum.lp"
+    p.write_text("forbid(S, A) :- cand(S, A), A = to_accum.\n")
+    exps = Engine(rules=(p,)).expand(spec)
+    assert exps and not any("to_accum" in x.action.text().lower() or "toaccum" in x.action.text().lower() for x in exps)

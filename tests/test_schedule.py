@@ -1,0 +1,78 @@
+"""Schedules: Figure 1 program and hand cost, default child, errors, boundaries, serialize."""
+from __future__ import annotations
+
+import itertools
+from math import prod
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from morello_asp import Layout, ScheduleError, SpecError, SpecSyntaxError, parse_spec
+from morello_asp.cli_schedule import FIGURE1, figure1
+from morello_asp.dtypes import Dtype
+from morello_asp.ir import Alloc, KernelApp, Loop, loop_regions
+from morello_asp.layout import PhysDim
+from morello_asp.serialize import from_json, to_json
+
+LAYOUTS3 = ["row_major", "col_major", "[0, 2, 1, 2 p(8)]", "[0, 1, 2, 2 oe(8)]", "[1, 0, 2]"]
+
+
+# ---------------------------------------------------------------- schedules and cost
+
+
+def test_figure1_program_and_hand_computed_cost():
+    imp = figure1()
+    assert isinstance(imp, Loop) and imp.tile_shape == (1, 1, 1, 16) and imp.trips == 16
+    alloc = imp.body
+    assert isinstance(alloc, Alloc) and alloc.new.level == "VRF" and alloc.new.vector_size == 8
+    assert [c.kernel for c in alloc.children] == ["VectorAssign", "BroadcastVecMultAdd", "VectorAssign"]
+    # Paper 3 by hand. tout = 1x1x16 f32 in L1, contiguous: 64 B = 1 line, weight 2 -> m = 2;
+    # vout in VRF -> m = 0. VectorAssign moves 16/8 = 2 vectors: cost 2 each.
+    # BroadcastVecMultAdd: 2 * (16/8) + 1 = 5 (lhs in RF adds m = 0).
+    # alloc = 2 + 0 + 2 + 5 + 2 = 11; the loop runs 4 (m) x 4 (k) = 16 trips: 176.
+    assert imp.cost.main == 16 * (2 + 0 + 2 + 5 + 2) == 176
+    assert imp.cost.peak[1] == 2  # two vector registers
+    text = str(imp)
+    assert "tile (tlhs: (1×1×1, f32, RF) ← lhs" in text and "alloc vout" in text
+    assert from_json(to_json(imp)).cost == imp.cost and str(from_json(to_json(imp))) == text
+
+
+def test_default_child_and_errors():
+    spec = parse_spec(FIGURE1)
+    imp = spec.tile([1, 1, 1, 16]).move_param(2, "VRF", "row_major", vector_size=8)
+    with pytest.raises(ScheduleError, match="sole non-Move"):
+        parse_spec("Matmul(8x8x8, f32)").to_accum().tile([1, 4, 4, 4])
+    with pytest.raises(ScheduleError, match="does not apply"):
+        imp.select("MultAdd")
+    with pytest.raises(ScheduleError, match="vector size does not divide"):
+        parse_spec("Matmul(2x2x2, f32)").move_param(2, "L1").move_param(2, "VRF", vector_size=8)
+    with pytest.raises(ScheduleError, match="reduction"):
+        parse_spec("Matmul(8x8x8, f32)").tile([1, 8, 4, 8])
+    with pytest.raises(ScheduleError, match="serial-only"):
+        parse_spec("Matmul(8x8x8, f32)").tile([1, 4, 8, 8], parallel=True)
+    with pytest.raises(ScheduleError, match="4 sizes|dimensions"):
+        parse_spec("Matmul(8x8x8, f32)").tile([4, 8])
+    done = imp.select("BroadcastVecMultAdd")
+    assert isinstance(done.body.body, KernelApp)
+
+
+def test_non_dividing_tile_leaves_boundaries_that_partition():
+    spec = parse_spec("Matmul(7x8x5, f32)")
+    imp = spec.tile([1, 3, 8, 2])
+    regs = loop_regions(spec.shape, (1, 3, 8, 2))
+    covered = np.zeros(spec.shape, dtype=int)
+    main = [r for r in regs if r[2]][0]
+    for idx in itertools.product(*[range(s) for s in imp.steps]):
+        sl = tuple(slice(i * t, (i + 1) * t) for i, t in zip(idx, imp.tile_shape))
+        covered[sl] += 1
+    for (off, shp), child in zip(imp.regions(), imp.boundaries):
+        assert child.spec.shape == shp
+        covered[tuple(slice(o, o + s) for o, s in zip(off, shp))] += 1
+    assert (covered == 1).all() and main[0] == (0, 0, 0, 0) and main[1] == (1, 3, 8, 2)
+
+
+def test_parallel_sugar_allows_parallel_tiles():
+    imp = parse_spec("Matmul(8x8x8, f32, parallel)").tile([1, 4, 8, 8], parallel=True)
+    assert imp.parallel and imp.body.spec.serial
