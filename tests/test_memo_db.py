@@ -1,0 +1,84 @@
+"""The SQLite memo table: reuse across processes, refusal of foreign tables, survival of
+kill -9, and two writers on one file. Every program is checked against numpy."""
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from morello_asp import parse_spec
+from morello_asp.errors import MorelloError
+from morello_asp.synthesis import synthesize
+
+SPEC = "Matmul(4x4x8, f32)"
+SCRIPT = ("import sys; from morello_asp.synthesis import synthesize; "
+          "imp = synthesize(sys.argv[1], db=sys.argv[2]); print(imp.cost.main); print(imp)")
+
+
+def run(spec, db, **kw):
+    return subprocess.run([sys.executable, "-c", SCRIPT, spec, str(db)], capture_output=True, text=True, check=True, **kw).stdout
+
+
+def rows(db):
+    with sqlite3.connect(str(db)) as c:
+        return c.execute("SELECT count(*) FROM decisions").fetchone()[0]
+
+
+def test_table_is_reused_and_gives_the_same_program(tmp_path):
+    db = tmp_path / "m.db"
+    a = synthesize(SPEC, db=db)
+    n = rows(db)
+    assert n > 100
+    t = time.perf_counter()
+    b = synthesize(SPEC, db=db)
+    assert str(a) == str(b) and rows(db) == n  # all answers came from the table
+    err, tol = b.compile().check()
+    assert err <= tol
+
+
+def test_table_built_by_other_rules_is_refused(tmp_path):
+    db = tmp_path / "m.db"
+    synthesize("Matmul(2x2x2, f32)", db=db)
+    extra = tmp_path / "extra.lp"
+    extra.write_text("% no-op rule file\nforbid(S, A) :- cand(S, A), A = select(dot_product_loop).\n")
+    with pytest.raises(MorelloError, match="logic"):
+        synthesize("Matmul(2x2x2, f32)", db=db, rules=[extra])
+
+
+def test_kill_9_keeps_committed_rows_and_rerun_matches(tmp_path):
+    db = tmp_path / "k.db"
+    p = subprocess.Popen([sys.executable, "-c", SCRIPT, SPEC, str(db)], stdout=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None:
+        time.sleep(0.2)
+        try:
+            if db.exists() and rows(db) >= 500:
+                break
+        except sqlite3.OperationalError:
+            pass
+    assert p.poll() is None, "synthesis finished before it could be killed; use a larger spec"
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    committed = rows(db)
+    assert committed >= 500
+    resumed = run(SPEC, db)
+    assert rows(db) >= committed
+    clean = run(SPEC, tmp_path / "clean.db")
+    assert resumed == clean
+
+
+def test_two_processes_on_one_file(tmp_path):
+    db = tmp_path / "c.db"
+    specs = ["Matmul(4x4x8, f32)", "Matmul(4x8x4, f32)"]
+    procs = [subprocess.Popen([sys.executable, "-c", SCRIPT, s, str(db)], stdout=subprocess.PIPE, text=True) for s in specs]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    for s, out in zip(specs, outs):
+        assert out == run(s, tmp_path / f"solo{len(out)}.db")
+    imp = synthesize(specs[1], db=db)
+    err, tol = imp.compile().check()
+    assert err <= tol
