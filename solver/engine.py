@@ -57,6 +57,21 @@ class Action:
             return {"rewrite": "select", "kernel": self.args[0]}
         return {"rewrite": self.name}
 
+    @staticmethod
+    def from_json(obj, ranks=()) -> "Action":
+        """Inverse of to_json; `ranks` (operand ranks of the spec) parses move layouts."""
+        from morello_asp.layout import Layout
+
+        r = obj["rewrite"]
+        if r == "tile":
+            return Action("tile", (tuple(obj["tile"]), bool(obj["parallel"])))
+        if r == "move":
+            op = obj["operand"]
+            return Action("move", (op, obj["level"], Layout.parse(obj["layout"], ranks[op], validate=False), obj["vector_size"]))
+        if r == "select":
+            return Action("select", (obj["kernel"],))
+        return Action(r, ())
+
 
 @dataclass(frozen=True)
 class Expansion:

@@ -1,0 +1,77 @@
+"""Coordinates for the compressed memo table (paper 4.1; design map "Search and memo table").
+
+`to_coords(spec)` maps a spec to (key, point); `from_coords(key, point)` inverts it.
+
+* key (a string): everything that must match exactly -- kind, rank, serial, operand
+  dtypes and layouts, and the level names in force. When some dimension is not a power of
+  two the shape goes into the key too (the "exact-key store": no dimension axes).
+* point (a tuple of ints), in this order:
+    - log2 of each dimension (power-of-two shapes only),
+    - per operand: level index, vector size (0 = none), contiguity (-1 = unset), aligned 0/1,
+    - each memory limit, in units, as is.
+  Limits are kept as raw integers rather than log2(limit): a decision holds on the
+  integer interval [peak, limit], and integers make that box exact, with no conservative
+  rounding between powers of two. The limit axes are the last `len(spec.limits)` entries.
+"""
+from __future__ import annotations
+
+import json
+
+from morello_asp.dtypes import Dtype
+from morello_asp.layout import Layout
+from morello_asp.spec import Spec, TensorSpec
+
+DEFAULT_LEVELS = ("RF", "VRF", "L1", "GL")
+
+
+def _pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def to_coords(spec: Spec, levels=DEFAULT_LEVELS) -> tuple[str, tuple[int, ...]]:
+    pow2 = all(_pow2(d) for d in spec.shape)
+    key = {
+        "kind": spec.kind,
+        "rank": len(spec.shape),
+        "serial": spec.serial,
+        "ops": [[o.dtype.name, str(o.layout)] for o in spec.operands],
+        "levels": list(levels),
+        "nlimits": len(spec.limits),
+    }
+    if not pow2:
+        key["shape"] = list(spec.shape)
+    point: list[int] = []
+    if pow2:
+        point += [d.bit_length() - 1 for d in spec.shape]
+    for o in spec.operands:
+        point += [
+            list(levels).index(o.level),
+            o.vector_size or 0,
+            -1 if o.contig is None else o.contig,
+            int(o.aligned),
+        ]
+    point += list(spec.limits)
+    return json.dumps(key, sort_keys=True, separators=(",", ":")), tuple(point)
+
+
+def from_coords(key: str, point: tuple[int, ...]) -> Spec:
+    k = json.loads(key)
+    point = list(point)
+    if "shape" in k:
+        shape = tuple(k["shape"])
+    else:
+        shape = tuple(1 << e for e in point[: k["rank"]])
+        point = point[k["rank"]:]
+    kind_shapes = Spec(k["kind"], shape, ()).operand_shapes
+    ops = []
+    for i, (dt, lay) in enumerate(k["ops"]):
+        lv, v, c, a = point[4 * i: 4 * i + 4]
+        ops.append(TensorSpec(Dtype[dt], k["levels"][lv], Layout.parse(lay, len(kind_shapes[i]), validate=False),
+                              bool(a), None if c == -1 else c, v or None))
+    point = point[4 * len(k["ops"]):]
+    assert len(point) == k["nlimits"]
+    return Spec(k["kind"], shape, tuple(ops), k["serial"], tuple(point))
+
+
+def limit_axes(point_len: int, nlimits: int) -> range:
+    return range(point_len - nlimits, point_len)
