@@ -77,3 +77,45 @@ def test_forbid_removes_to_accum(tmp_path):
     p.write_text("forbid(S, A) :- cand(S, A), A = to_accum.\n")
     exps = Engine(rules=(p,)).expand(spec)
     assert exps and not any("to_accum" in x.action.text().lower() or "toaccum" in x.action.text().lower() for x in exps)
+
+
+# Fully hand-written fixtures: the facts a Zero of 1x8 f32 in VRF (v8, row-major);
+# LID is the id ENGINE's LayoutIds gives the rank-2 row-major layout.
+ZERO_VRF = """
+spec(0,zero). spec_rank(0,2). spec_dim(0,0,1). spec_dim(0,1,8). spec_serial(0). spec_output(0,0).
+spec_operand(0,0,f32,vrf,1,2,8,LID). spec_opdim(0,0,0,0). spec_opdim(0,0,1,1).
+spec_npdims(0,0,2). spec_opvol(0,0,8). spec_mcost(0,0,0).
+spec_pdim(0,0,0,1,dyn,1,8,1). spec_pdim(0,0,1,0,dyn,1,1,8).
+"""
+
+
+def solve_text(facts):
+    ctl = clingo.Control(["--warn=none", "--models=1"])
+    for f in ENGINE.files:
+        ctl.load(str(f))
+    ctl.add("base", [], "\n".join(ENGINE._catalog_facts) + facts)
+    ctl.ground([("base", [])])
+    out = []
+    ctl.solve(on_model=lambda m: out.extend(str(a) for a in m.symbols(shown=True)))
+    return set(out)
+
+
+def test_hand_written_zero_in_vrf_fixture():
+    s = parse_spec("(Zero(1x8, (f32, VRF, row_major, v8), serial), [16, 16, 1024, 1024])")
+    facts = ZERO_VRF.replace("LID", str(ENGINE.ids.id(s.operands[0].layout)))
+    assert set(facts.split()) == set(spec_facts(0, s, TARGET, ENGINE.ids))
+    atoms = solve_text(facts)
+    sel = sorted(a for a in atoms if a.startswith("action(0,select("))
+    assert "action(0,select(vector_zero))" in sel, sorted(atoms)
+    assert not any(a.startswith("action(0,to_accum") for a in atoms)
+
+
+def test_readme_worked_example_atoms():
+    s = parse_spec("(MatmulAccum(1x1x1x8, (f32, L1, row_major), (f32, L1, row_major), (f32, VRF, row_major, v8), serial), [16, 16, 1024, 1024])")
+    atoms = solve([s])
+    for a in ["action(0,move(1,vrf,2,8))", "alloc(0,move(1,vrf,2,8),vrf,1)",
+              "child_kind(0,move(1,vrf,2,8),1,matmul_accum)",
+              "child_operand(0,move(1,vrf,2,8),1,1,f32,vrf,1,3,8,2)",
+              "action(0,move(0,rf,2,0))", "action(0,move(1,l1,0,0))"]:
+        assert a in atoms, a
+    assert not any("tile1" in a for a in atoms)
