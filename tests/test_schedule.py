@@ -76,3 +76,13 @@ def test_non_dividing_tile_leaves_boundaries_that_partition():
 def test_parallel_sugar_allows_parallel_tiles():
     imp = parse_spec("Matmul(8x8x8, f32, parallel)").tile([1, 4, 8, 8], parallel=True)
     assert imp.parallel and imp.body.spec.serial
+
+
+def test_subschedule_fills_the_chosen_child():
+    spec = parse_spec(FIGURE1)
+    imp = spec.tile([1, 1, 1, 16]).move_param(2, "VRF", "row_major", vector_size=8)
+    # path (0, 1): the loop body's alloc, then its middle child (the accumulation)
+    done = imp.subschedule((0, 1), lambda h: h.select("BroadcastVecMultAdd"))
+    assert isinstance(done.body.children[1], KernelApp)
+    assert done.body.children[1].kernel == "BroadcastVecMultAdd"
+    assert str(done.body.children[0]).count("VectorAssign") == 0  # loads still open holes
