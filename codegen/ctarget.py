@@ -6,12 +6,12 @@ kernel templates to use, so a new kernel or target is a fact-file change only.
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass, field
 
 import clingo
 
 from morello_asp.errors import TargetError
+from morello_asp.naming import snake
 from morello_asp.target import Target, get_target
 
 from .errors import CodegenError
@@ -47,10 +47,6 @@ class CTarget:
             return self.prefixes[nbytes]
         except KeyError:
             raise CodegenError(f"target {self.target.name} has no tgt_c_intrinsic_prefix({nbytes}, _) fact") from None
-
-
-def snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def _val(s: clingo.Symbol):

@@ -6,7 +6,7 @@ z3 checker can all walk.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import product as iproduct
 from math import prod
 

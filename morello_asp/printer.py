@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .cost import compute_cost
 from .ir import Alloc, Block, Impl, KernelApp, Loop, Pipeline, SpecHole
-from .spec import Spec, TensorSpec
+from .spec import TensorSpec
 from .target import get_target
 
 PARAM_NAMES = {"Matmul": ["lhs", "rhs", "out"], "MatmulAccum": ["lhs", "rhs", "out"], "Zero": ["out"], "Move": ["src", "dst"]}

@@ -5,7 +5,7 @@ import os
 import sys
 import time
 
-from morello_asp.errors import MorelloError, NoImplementationError
+from morello_asp.errors import MorelloError
 
 
 def _search(args, progress: bool):

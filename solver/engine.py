@@ -12,13 +12,12 @@ import re
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import clingo
 
 from morello_asp.errors import RuleError, ScheduleError
-from morello_asp.layout import Layout
 from morello_asp.spec import Spec
 from morello_asp.target import ENCODINGS, Target, get_target
 

@@ -2,27 +2,16 @@
 child atoms the rule files derive. The predicate contract is in encodings/README.md."""
 from __future__ import annotations
 
-import functools
-import re
 from math import prod
 
 import clingo
 
 from morello_asp.cost import move_cost
+from morello_asp.naming import camel, snake  # noqa: F401  (re-exported for the engine)
 from morello_asp.dtypes import Dtype
 from morello_asp.layout import Layout, PhysDim
 from morello_asp.spec import Spec, TensorSpec
 from morello_asp.target import Target
-
-
-@functools.lru_cache(maxsize=None)
-def snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-
-
-@functools.lru_cache(maxsize=None)
-def camel(name: str) -> str:
-    return "".join(p.capitalize() for p in name.split("_"))
 
 
 def layout_term(lay: Layout) -> str:

@@ -17,7 +17,7 @@ import z3
 
 from morello_asp.cost import alloc_units, compute_cost
 from morello_asp.expr import Add, Const, Expr, FloorDiv, Mod, Mul, Var
-from morello_asp.ir import Alloc, Impl, Loop, loop_regions
+from morello_asp.ir import Alloc, Impl, Loop
 from morello_asp.layout import Layout
 from morello_asp.target import get_target
 
