@@ -13,6 +13,7 @@ COMMAND_MODULES = [
     "morello_asp.codegen.cli",
     "morello_asp.solver.cli_synth",
     "morello_asp.solver.cli_verify",
+    "morello_asp.solver.cli_db",
 ]
 
 

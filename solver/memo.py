@@ -85,6 +85,7 @@ class RectMemo:
         self.levels = tuple(levels)
         self._g: dict[str, list[list]] = {}  # key -> [[seq, lo, hi, decision]] sorted by seq
         self._seq = 0
+        self.merged_at: dict[int, int] = {}  # box seq -> highest seq in the table when it last merged
         self.hits = 0
         self.misses = 0
 
@@ -123,10 +124,14 @@ class RectMemo:
         n = len(spec.limits)
         lo = p[: len(p) - n] + tuple(llo)
         hi = p[: len(p) - n] + tuple(lhi)
+        self._insert_box(key, lo, hi, decision)
+
+    def _insert_box(self, key, lo, hi, decision) -> None:
         boxes = self._g.setdefault(key, [])
         if any(b[3] == decision and _contains(b[1], b[2], lo, hi) for b in boxes):
             return  # already answered identically (an earlier equal box covers it)
         seq = self._store_insert(key, lo, hi, decision)
+        self._seq = max(self._seq, seq)
         cur = [seq, lo, hi, decision]
         boxes.append(cur)
         merged = True
@@ -145,6 +150,8 @@ class RectMemo:
                 keep[1], keep[2] = m
                 self._store_update(keep[0], *m)
                 self._store_delete(drop[0])
+                self.merged_at.pop(drop[0], None)
+                self.merged_at[keep[0]] = self._seq
                 boxes.remove(drop)
                 cur = keep
                 merged = True

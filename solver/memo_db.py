@@ -68,7 +68,7 @@ class SqliteMemo(RectMemo):
         _retry(lambda: self.con.executescript(
             "BEGIN IMMEDIATE;"
             "CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT);"
-            "CREATE TABLE IF NOT EXISTS rects(seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT, lo TEXT, hi TEXT, value TEXT);"
+            "CREATE TABLE IF NOT EXISTS decisions(seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT, lo TEXT, hi TEXT, value TEXT);"
             "COMMIT;"))
         want = {"schema": SCHEMA_VERSION, "target": target, "levels": ",".join(levels), "logic": files_hash}
         have = dict(self.con.execute("SELECT k, v FROM meta"))
@@ -86,7 +86,7 @@ class SqliteMemo(RectMemo):
                 raise MorelloError(
                     f"memo table {path} was built with {k}={have.get(k)!r} but this run has {k}={v!r}; "
                     "use another file (or delete this one)")
-        for seq, key, lo, hi, val in self.con.execute("SELECT seq, key, lo, hi, value FROM rects ORDER BY seq"):
+        for seq, key, lo, hi, val in self.con.execute("SELECT seq, key, lo, hi, value FROM decisions ORDER BY seq"):
             lo, hi = json.loads(lo), json.loads(hi)
             self._add_loaded(seq, key, lo, hi, decode_decision(val, key, lo))
         for bs in self._g.values():
@@ -105,17 +105,17 @@ class SqliteMemo(RectMemo):
 
     def _store_insert(self, key, lo, hi, d) -> int:
         self._begin()
-        cur = self.con.execute("INSERT INTO rects(key, lo, hi, value) VALUES (?, ?, ?, ?)",
+        cur = self.con.execute("INSERT INTO decisions(key, lo, hi, value) VALUES (?, ?, ?, ?)",
                                (key, json.dumps(list(lo)), json.dumps(list(hi)), encode_decision(d)))
         return cur.lastrowid
 
     def _store_update(self, seq, lo, hi) -> None:
         self._begin()
-        self.con.execute("UPDATE rects SET lo = ?, hi = ? WHERE seq = ?", (json.dumps(list(lo)), json.dumps(list(hi)), seq))
+        self.con.execute("UPDATE decisions SET lo = ?, hi = ? WHERE seq = ?", (json.dumps(list(lo)), json.dumps(list(hi)), seq))
 
     def _store_delete(self, seq) -> None:
         self._begin()
-        self.con.execute("DELETE FROM rects WHERE seq = ?", (seq,))
+        self.con.execute("DELETE FROM decisions WHERE seq = ?", (seq,))
 
     def put(self, spec, decision) -> None:
         super().put(spec, decision)

@@ -1,0 +1,79 @@
+"""The compressed memo table against the plain dict: coordinates invert, every get
+answers identically after random puts, merged boxes never overlap with different values."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings, strategies as st
+
+from morello_asp.spec import parse_spec
+from solver.coords import from_coords, to_coords
+from solver.engine import Action
+from solver.memo import Decision, DictMemo, RectMemo, _intersects
+
+BASES = [parse_spec(t) for t in ("Matmul(4x4x4, f32)", "Matmul(2x8x4, f32)", "Matmul(3x4x4, f32)", "Matmul(1x1x1, f32)")]
+LEVELS = ["RF", "VRF", "L1", "GL"]
+
+limits = st.tuples(*[st.integers(0, 9) for _ in range(4)])
+
+
+@st.composite
+def specs(draw):
+    s = draw(st.sampled_from(BASES))
+    ops = tuple(replace(o, level=draw(st.sampled_from(LEVELS)), vector_size=draw(st.sampled_from([None, 8])),
+                        aligned=draw(st.booleans())) for o in s.operands)
+    return replace(s, operands=ops, limits=draw(limits))
+
+
+ACTIONS = [None, Action("tile", ((1, 1, 2, 2), False)), Action("select", ("mult_add",)), Action("to_accum", ())]
+
+
+@st.composite
+def decisions(draw, spec):
+    a = draw(st.sampled_from(ACTIONS))
+    peak = tuple(draw(st.integers(0, l)) for l in spec.limits)
+    return Decision(a, draw(st.integers(0, 2)), peak, 1)
+
+
+@given(specs())
+def test_coords_invert(s):
+    key, point = to_coords(s)
+    assert from_coords(key, point) == s
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_rect_memo_answers_like_dict(data):
+    # few distinct specs, many limit vectors, few values: plenty of merges and overlaps
+    base = data.draw(st.lists(specs(), min_size=1, max_size=3))
+    d, r = DictMemo(), RectMemo()
+    for _ in range(data.draw(st.integers(1, 40))):
+        s = replace(data.draw(st.sampled_from(base)), limits=data.draw(limits))
+        if d.get(s) is None:  # the dynamic program only puts after a miss
+            dec = data.draw(decisions(s))
+            d.put(s, dec)
+            r.put(s, dec)
+        for _ in range(3):
+            q = replace(data.draw(st.sampled_from(base)), limits=data.draw(limits))
+            assert d.get(q) == r.get(q)
+    # A merged box never overlaps a differently-valued box that existed when it merged
+    # (later puts may overlap it; they have higher sequence numbers and lose, as in DictMemo).
+    boxes = list(r.boxes())
+    for k1, s1, lo1, hi1, v1 in boxes:
+        if s1 not in r.merged_at:
+            continue
+        for k2, s2, lo2, hi2, v2 in boxes:
+            if k1 == k2 and v1 != v2 and _intersects(lo1, hi1, lo2, hi2):
+                assert s2 < s1 or s2 > r.merged_at[s1]
+    assert len(r) <= len(d)
+
+
+def test_merges_happen():
+    s = BASES[0]
+    r = RectMemo()
+    dec = Decision(Action("select", ("mult_add",)), 1, (1, 1, 1, 1), 1)
+    for l in range(1, 9):
+        r.put(replace(s, limits=(l, 1, 1, 1)), dec)
+    assert len(r) == 1
+    assert r.get(replace(s, limits=(5, 1, 1, 1))) == dec
+    assert r.get(replace(s, limits=(9, 1, 1, 1))) is None
