@@ -24,6 +24,10 @@ def shared_search():
 
 
 def check_runs(imp, target="avx2"):
+    from morello_asp.solver.verify import verify
+
+    rep = verify(imp, target)
+    assert rep.ok, str(rep)
     fn = imp.compile(target)
     err, tol = fn.check()
     assert err <= tol, f"max error {err} > {tol}"
