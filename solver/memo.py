@@ -8,6 +8,7 @@ with no action ("no implementation") holds for every limit at or below L.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -83,7 +84,9 @@ class RectMemo:
 
     def __init__(self, levels=("RF", "VRF", "L1", "GL")):
         self.levels = tuple(levels)
-        self._g: dict[str, list[list]] = {}  # key -> [[seq, lo, hi, decision]] sorted by seq
+        self._g: dict[str, dict] = {}  # key -> non-limit point or None -> [[seq, lo, hi, decision]] by seq
+        self._nlim: dict[str, int] = {}
+        self._nlimits = 4
         self._seq = 0
         self.merged_at: dict[int, int] = {}  # box seq -> highest seq in the table when it last merged
         self.hits = 0
@@ -101,25 +104,47 @@ class RectMemo:
         pass
 
     def _add_loaded(self, seq, key, lo, hi, d) -> None:
-        self._g.setdefault(key, []).append([seq, tuple(lo), tuple(hi), d])
+        self._nlim.setdefault(key, json.loads(key)["nlimits"])
+        self._lists(key, tuple(lo), tuple(hi), create=True)[0].append([seq, tuple(lo), tuple(hi), d])
         self._seq = max(self._seq, seq)
+
+    def _lists(self, key, lo, hi, create=False) -> list[list]:
+        """Boxes that may meet [lo, hi]: those on the same non-limit point (a box spanning
+        one point there is filed under it, so a look-up scans one short list) and the few
+        spanning several points (filed under None). The first list is where [lo, hi] lives."""
+        g = self._g.setdefault(key, {}) if create else self._g.get(key, {})
+        n = len(lo) - self._nlim.setdefault(key, self._nlimits)
+        fixed = lo[:n] == hi[:n]
+        if fixed:
+            home = g.setdefault(lo[:n], []) if create else g.get(lo[:n], [])
+            wide = g.get(None, [])
+            return [home, wide] if wide else [home]
+        home = g.setdefault(None, []) if create else g.get(None, [])
+        return [home] + [l for k, l in g.items() if k is not None]
 
     # --- table ---
     def get(self, spec: Spec) -> Decision | None:
         from .coords import to_coords
 
         key, p = to_coords(spec, self.levels)
-        for _, lo, hi, d in self._g.get(key, ()):
-            if all(a <= x <= b for a, x, b in zip(lo, p, hi)):
-                self.hits += 1
-                return d
-        self.misses += 1
-        return None
+        self._nlimits = len(spec.limits)
+        best = None
+        for boxes in self._lists(key, p, p):
+            for b in boxes:
+                if (best is None or b[0] < best[0]) and all(a <= x <= c for a, x, c in zip(b[1], p, b[2])):
+                    best = b
+                    break  # each list is in sequence order
+        if best is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return best[3]
 
     def put(self, spec: Spec, decision: Decision) -> None:
         from .coords import to_coords
 
         key, p = to_coords(spec, self.levels)
+        self._nlimits = len(spec.limits)
         llo, lhi = limits_range(spec, decision)
         n = len(spec.limits)
         lo = p[: len(p) - n] + tuple(llo)
@@ -127,32 +152,43 @@ class RectMemo:
         self._insert_box(key, lo, hi, decision)
 
     def _insert_box(self, key, lo, hi, decision) -> None:
-        boxes = self._g.setdefault(key, [])
-        if any(b[3] == decision and _contains(b[1], b[2], lo, hi) for b in boxes):
+        if key not in self._nlim:
+            self._nlim[key] = json.loads(key)["nlimits"]
+        lists = self._lists(key, lo, hi, create=True)
+        if any(b[3] == decision and _contains(b[1], b[2], lo, hi) for bs in lists for b in bs):
             return  # already answered identically (an earlier equal box covers it)
         seq = self._store_insert(key, lo, hi, decision)
         self._seq = max(self._seq, seq)
         cur = [seq, lo, hi, decision]
-        boxes.append(cur)
+        lists[0].append(cur)
         merged = True
         while merged:
             merged = False
-            for b in boxes:
+            lists = self._lists(key, cur[1], cur[2])
+            for b in (b for bs in lists for b in bs):
                 if b is cur or b[3] != decision:
                     continue
                 m = _union_box(b[1], b[2], cur[1], cur[2])
                 if m is None:
                     continue
                 first = min(b[0], cur[0])
-                if any(c[3] != decision and c[0] > first and _intersects(c[1], c[2], *m) for c in boxes):
+                if any(c[3] != decision and c[0] > first and _intersects(c[1], c[2], *m)
+                       for bs in self._lists(key, *m) for c in bs):
                     continue
                 keep, drop = (b, cur) if b[0] < cur[0] else (cur, b)
+                for bs in lists:
+                    if drop in bs:
+                        bs.remove(drop)
+                    if keep in bs:
+                        bs.remove(keep)
                 keep[1], keep[2] = m
+                home = self._lists(key, *m, create=True)[0]
+                home.append(keep)
+                home.sort(key=lambda x: x[0])
                 self._store_update(keep[0], *m)
                 self._store_delete(drop[0])
                 self.merged_at.pop(drop[0], None)
                 self.merged_at[keep[0]] = self._seq
-                boxes.remove(drop)
                 cur = keep
                 merged = True
                 break
@@ -161,12 +197,13 @@ class RectMemo:
         pass
 
     def boxes(self):
-        for key, bs in self._g.items():
-            for seq, lo, hi, d in bs:
-                yield key, seq, lo, hi, d
+        for key, g in self._g.items():
+            for bs in g.values():
+                for seq, lo, hi, d in bs:
+                    yield key, seq, lo, hi, d
 
     def __len__(self) -> int:
-        return sum(len(v) for v in self._g.values())
+        return sum(len(bs) for g in self._g.values() for bs in g.values())
 
 
 def _contains(olo, ohi, lo, hi) -> bool:

@@ -89,8 +89,9 @@ class SqliteMemo(RectMemo):
         for seq, key, lo, hi, val in self.con.execute("SELECT seq, key, lo, hi, value FROM decisions ORDER BY seq"):
             lo, hi = json.loads(lo), json.loads(hi)
             self._add_loaded(seq, key, lo, hi, decode_decision(val, key, lo))
-        for bs in self._g.values():
-            bs.sort(key=lambda b: b[0])
+        for g in self._g.values():
+            for bs in g.values():
+                bs.sort(key=lambda b: b[0])
         atexit.register(self.close)
 
     def _begin(self):
