@@ -86,8 +86,28 @@ class Spec:
             object.__setattr__(self, "_hash", h)
         return h
 
-    def __getstate__(self):  # the cached hash is per process (string hashing is salted)
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+    def __getstate__(self):  # cached hash and class are per process (string hashing is salted)
+        return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_class")}
+
+    # ---- the search's fast paths ---------------------------------------------------
+    # The DP builds millions of specs that differ from a known one only in their limits;
+    # dataclasses.replace and re-hashing dominated its profile.
+    @property
+    def without_limits(self) -> "Spec":
+        """The spec class (limits dropped), computed once per object."""
+        c = self.__dict__.get("_class")
+        if c is None:
+            c = self if not self.limits else replace(self, limits=())
+            object.__setattr__(self, "_class", c)
+        return c
+
+    def with_limits(self, limits: tuple[int, ...]) -> "Spec":
+        s = object.__new__(Spec)
+        d = s.__dict__
+        d["kind"], d["shape"], d["operands"], d["serial"], d["limits"] = (
+            self.kind, self.shape, self.operands, self.serial, limits)
+        d["_class"] = self.without_limits
+        return s
 
     # ---- derived facts -------------------------------------------------------------
     @property

@@ -7,12 +7,10 @@ Expansions are cached by spec.
 """
 from __future__ import annotations
 
-import os
 import re
-import sys
-import tempfile
 import time
-from dataclasses import dataclass, replace
+from concurrent.futures import as_completed
+from dataclasses import dataclass
 from pathlib import Path
 
 import clingo
@@ -21,6 +19,7 @@ from morello_asp.errors import RuleError, ScheduleError
 from morello_asp.spec import Spec
 from morello_asp.target import ENCODINGS, Target, get_target
 
+from . import clingo_run
 from .facts import (
     LayoutIds, build_child, camel, layout_from_symbol, snake, spec_facts,
 )
@@ -89,11 +88,6 @@ class EngineStats:
     cache_hits: int = 0
 
 
-class _App:
-    program_name = "morello-asp"
-    version = "1"
-
-
 _ATOM = r"(\w+(?:\([^()]*\))?)"  # an action term such as tile1(2,4,0) or to_accum
 _RE = {
     "action": re.compile(r"\baction\((\d+)," + _ATOM + r"\)"),
@@ -107,6 +101,7 @@ _RE = {
     "error": re.compile(r'\berror\(("(?:[^"\\]|\\.)*"|[^()]*(?:\([^()]*\))?)\)'),
 }
 _ACTION = re.compile(r"(\w+)(?:\(([^()]*)\))?$")
+SPLIT_MIN = 200  # classes per worker below which one in-process call is faster
 
 
 class Engine:
@@ -116,8 +111,11 @@ class Engine:
             if not Path(r).exists():
                 raise RuleError(f"rule file not found: {r}")
         self.files = [ENCODINGS / "synth.lp", *self.target.files, *(Path(r).resolve() for r in rules)]
+        self._files = tuple(str(f) for f in self.files)
         self._cache: dict[Spec, list[Expansion]] = {}
         self._class_cache: dict[Spec, list[Expansion]] = {}
+        self._limited: dict[tuple[Spec, tuple], Spec] = {}
+        self._children: dict[tuple, Spec] = {}  # decoded child atoms -> spec class
         self.stats = EngineStats()
         self.ids = LayoutIds()
         self._catalog_facts = self._load_catalog()
@@ -143,29 +141,33 @@ class Engine:
 
     # ------------------------------------------------------------------------ clingo
     def _run(self, facts: list[str], nspecs: int) -> str:
-        """Ground and solve the rule files with `facts`; returns clingo's text answer.
-        clingo's own front end prints the answer set, which is far cheaper to scan
-        with regular expressions than to walk symbol by symbol through the API."""
+        """Ground and solve the rule files with `facts` in this process; clingo's text answer."""
         t0 = time.perf_counter()
-        with tempfile.TemporaryDirectory() as tmp:
-            ff = Path(tmp) / "facts.lp"
-            ff.write_text("\n".join(self._catalog_facts + facts) + "\n")
-            outp, errp = Path(tmp) / "out", Path(tmp) / "err"
-            sys.stdout.flush()
-            sys.stderr.flush()
-            with open(outp, "wb") as out, open(errp, "wb") as err:
-                s1, s2 = os.dup(1), os.dup(2)
-                os.dup2(out.fileno(), 1)
-                os.dup2(err.fileno(), 2)
-                try:
-                    rc = clingo.clingo_main(_App(), [*(str(f) for f in self.files), str(ff), "--verbose=0", "--warn=none", "--models=1"])
-                finally:
-                    os.dup2(s1, 1)
-                    os.dup2(s2, 2)
-                    os.close(s1)
-                    os.close(s2)
-            text = outp.read_text()
-            errs = errp.read_text()
+        text = self._check(*clingo_run.answer(self._files, self._text(facts)))
+        self._count(nspecs, time.perf_counter() - t0)
+        return text
+
+    def _run_split(self, chunks: list[list[str]], sizes: list[int]):
+        """Ground several chunks of facts side by side in worker processes; yields
+        (chunk index, text answer) as each finishes."""
+        t0 = time.perf_counter()
+        futs = {clingo_run.submit(self._files, self._text(f)): i for i, f in enumerate(chunks)}
+        for fut in as_completed(futs):
+            text = self._check(*fut.result())
+            self._count(sizes[futs[fut]], time.perf_counter() - t0)
+            yield futs[fut], text
+            t0 = time.perf_counter()
+
+    def _text(self, facts: list[str]) -> str:
+        return "\n".join(self._catalog_facts + facts) + "\n"
+
+    def _count(self, nspecs: int, seconds: float) -> None:
+        self.stats.calls += 1
+        self.stats.specs += nspecs
+        self.stats.seconds += seconds
+
+    @staticmethod
+    def _check(rc: int, text: str, errs: str) -> str:
         if rc not in (10, 30):
             if rc == 20:
                 raise RuleError("the logic files have no answer set (a constraint rejects the input facts)")
@@ -173,9 +175,6 @@ class Engine:
         errors = _RE["error"].findall(text)
         if errors:
             raise RuleError("the logic files report errors:\n" + "\n".join(e.strip('"') for e in errors))
-        self.stats.calls += 1
-        self.stats.specs += nspecs
-        self.stats.seconds += time.perf_counter() - t0
         return text
 
     # ---------------------------------------------------------------------- decoding
@@ -225,15 +224,22 @@ class Engine:
             for a, kids in acts[sid].items():
                 action = self._action(spec, a, requested.get(sid) if requested else None)
                 keys = tuple(sorted(kids))
-                children = tuple(
-                    build_child(kids[k]["kind"], kids[k]["dims"], kids[k]["ops"], kids[k]["serial"], self.ids)
-                    for k in keys
-                )
+                children = tuple(self._child(kids[k]) for k in keys)
                 kc = kcost[sid].get(_ACTION.match(a).group(2) or "") if a.startswith("select(") else None
                 exps.append(Expansion(action, children, keys, kc, allocs[sid].get(a)))
             exps.sort(key=lambda e: str(e.action))
             out.append((exps, bads[sid]))
         return out
+
+    def _child(self, c: dict) -> Spec:
+        """The spec class a child's atoms describe; the same child recurs under many
+        parents, so decoded atoms map to one shared object."""
+        dims, ops = c["dims"], c["ops"]
+        key = (c["kind"], tuple(dims[d] for d in sorted(dims)), tuple(ops[i] for i in sorted(ops)), c["serial"])
+        spec = self._children.get(key)
+        if spec is None:
+            spec = self._children[key] = build_child(c["kind"], dims, ops, c["serial"], self.ids)
+        return spec
 
     def _action(self, spec: Spec, text: str, req) -> Action:
         m = _ACTION.match(text)
@@ -261,28 +267,36 @@ class Engine:
         out = []
         todo: dict[Spec, None] = {}
         for s in specs:
-            if s not in self._cache and replace(s, limits=()) not in self._class_cache:
-                todo[replace(s, limits=())] = None
+            if s not in self._cache and s.without_limits not in self._class_cache:
+                todo[s.without_limits] = None
         self.stats.cache_hits += len(specs) - len(todo)
         if todo:
             classes = list(todo)
-            facts: list[str] = []
-            for i, c in enumerate(classes):
-                facts += spec_facts(i, c, self.target, self.ids)
-            for c, (exps, _) in zip(classes, self._decode(classes, self._run(facts, len(classes)))):
-                self._class_cache[c] = exps
+            n = clingo_run.jobs() if len(classes) >= 2 * SPLIT_MIN else 1
+            parts = [classes[i::n] for i in range(n)]
+            chunks = []
+            for part in parts:
+                facts: list[str] = []
+                for i, c in enumerate(part):
+                    facts += spec_facts(i, c, self.target, self.ids)
+                chunks.append(facts)
+            answers = self._run_split(chunks, [len(p) for p in parts]) if n > 1 else [(0, self._run(chunks[0], len(parts[0])))]
+            for j, text in answers:
+                for c, (exps, _) in zip(parts[j], self._decode(parts[j], text)):
+                    self._class_cache[c] = exps
         for s in specs:
             exps = self._cache.get(s)
             if exps is None:
-                exps = self._cache[s] = self._apply_limits(s, self._class_cache[replace(s, limits=())])
+                exps = self._cache[s] = self._apply_limits(s, self._class_cache[s.without_limits])
             out.append(exps)
         return out
 
-    @staticmethod
-    def _apply_limits(spec: Spec, exps: list[Expansion]) -> list[Expansion]:
+    def _apply_limits(self, spec: Spec, exps: list[Expansion]) -> list[Expansion]:
         """Drop rewrites whose allocation does not fit; give children the limits left,
-        snapped down to a power of two (paper 2.4.4)."""
+        snapped down to a power of two (paper 2.4.4). Children are interned: one object
+        per (class, limits), so their hashes are computed once for the whole search."""
         out = []
+        interned = self._limited
         for e in exps:
             lims = spec.limits
             if e.alloc is not None:
@@ -291,8 +305,13 @@ class Engine:
                     continue
                 left = lims[li] - units
                 lims = lims[:li] + ((1 << (left.bit_length() - 1)) if left > 0 else 0,) + lims[li + 1 :]
-            kids = tuple(replace(c, limits=lims) for c in e.children)
-            out.append(Expansion(e.action, kids, e.keys, e.kernel_cost, e.alloc))
+            kids = []
+            for c in e.children:
+                k = interned.get((c, lims))
+                if k is None:
+                    k = interned[(c, lims)] = c.with_limits(lims)
+                kids.append(k)
+            out.append(Expansion(e.action, tuple(kids), e.keys, e.kernel_cost, e.alloc))
         return out
 
     def expand(self, spec: Spec) -> list[Expansion]:

@@ -9,7 +9,10 @@ with no action ("no implementation") holds for every limit at or below L.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from bisect import insort
+from itertools import product
+from dataclasses import dataclass
+from fractions import Fraction
 from typing import Protocol
 
 from morello_asp.spec import Spec
@@ -18,7 +21,7 @@ from morello_asp.spec import Spec
 @dataclass(frozen=True)
 class Decision:
     action: object | None  # solver.engine.Action, or None when nothing fits
-    cost: int
+    cost: int  # in a RectMemo box: a Fraction, the cost per unit of spec volume
     peak: tuple[int, ...]
     depth: int
 
@@ -34,8 +37,22 @@ def limits_range(spec: Spec, d: Decision) -> tuple[tuple[int, ...], tuple[int, .
     return d.peak, spec.limits
 
 
+def normalize(d: Decision, spec: Spec) -> Decision:
+    """The shape-free value a box stores: cost per unit of spec volume. Rewrites are
+    stored as they are (tile sizes absolute), so specs of different sizes that tile to the
+    same sub-spec, and so cost in proportion to their volume, get equal values and their
+    boxes merge along the dimension axes (paper 4.1)."""
+    return Decision(d.action, Fraction(d.cost, spec.volume), d.peak, d.depth)
+
+
+def denormalize(d: Decision, spec: Spec) -> Decision:
+    cost = d.cost * spec.volume
+    assert cost.denominator == 1, "a box answered a spec its cost does not scale to"
+    return Decision(d.action, int(cost), d.peak, d.depth)
+
+
 def unlimited_key(spec: Spec) -> Spec:
-    return replace(spec, limits=())
+    return spec.without_limits
 
 
 class MemoTable(Protocol):
@@ -86,7 +103,6 @@ class RectMemo:
         self.levels = tuple(levels)
         self._g: dict[str, dict] = {}  # key -> non-limit point or None -> [[seq, lo, hi, decision]] by seq
         self._nlim: dict[str, int] = {}
-        self._nlimits = 4
         self._seq = 0
         self.merged_at: dict[int, int] = {}  # box seq -> highest seq in the table when it last merged
         self.hits = 0
@@ -105,67 +121,102 @@ class RectMemo:
 
     def _add_loaded(self, seq, key, lo, hi, d) -> None:
         self._nlim.setdefault(key, json.loads(key)["nlimits"])
-        self._lists(key, tuple(lo), tuple(hi), create=True)[0].append([seq, tuple(lo), tuple(hi), d])
+        self._file(key, [seq, tuple(lo), tuple(hi), d], sort=False)
         self._seq = max(self._seq, seq)
 
-    def _lists(self, key, lo, hi, create=False) -> list[list]:
-        """Boxes that may meet [lo, hi]: those on the same non-limit point (a box spanning
-        one point there is filed under it, so a look-up scans one short list) and the few
-        spanning several points (filed under None). The first list is where [lo, hi] lives."""
-        g = self._g.setdefault(key, {}) if create else self._g.get(key, {})
-        n = len(lo) - self._nlim.setdefault(key, self._nlimits)
-        fixed = lo[:n] == hi[:n]
-        if fixed:
-            home = g.setdefault(lo[:n], []) if create else g.get(lo[:n], [])
-            wide = g.get(None, [])
-            return [home, wide] if wide else [home]
-        home = g.setdefault(None, []) if create else g.get(None, [])
-        return [home] + [l for k, l in g.items() if k is not None]
+    # --- the index: every box is filed under each non-limit point it covers ---------
+    # Non-limit axes (log2 dims, levels, vector sizes, contiguity, alignment) span a few
+    # values each, so a box covers few such points; a look-up scans the one short list
+    # of its point, and merge candidates are found on the lists just outside a box.
+    def _split(self, key) -> int:
+        if key not in self._nlim:
+            self._nlim[key] = json.loads(key)["nlimits"]
+        return self._nlim[key]
+
+    def _points(self, key, lo, hi):
+        n = len(lo) - self._split(key)
+        return product(*(range(a, b + 1) for a, b in zip(lo[:n], hi[:n])))
+
+    def _file(self, key, box, sort=True) -> None:
+        g = self._g.setdefault(key, {})
+        for pt in self._points(key, box[1], box[2]):
+            bs = g.setdefault(pt, [])
+            if sort and bs and bs[-1][0] > box[0]:
+                insort(bs, box, key=lambda b: b[0])
+            else:
+                bs.append(box)
+
+    def _unfile(self, key, box) -> None:
+        g = self._g[key]
+        for pt in self._points(key, box[1], box[2]):
+            bs = g[pt]
+            for i, b in enumerate(bs):
+                if b is box:
+                    del bs[i]
+                    break
+
+    def _meeting(self, key, lo, hi):
+        """Distinct boxes that meet the non-limit range of [lo, hi]."""
+        g = self._g.get(key, {})
+        seen = set()
+        for pt in self._points(key, lo, hi):
+            for b in g.get(pt, ()):
+                if id(b) not in seen:
+                    seen.add(id(b))
+                    yield b
+
+    def _neighbours(self, key, lo, hi):
+        """Boxes that could merge with [lo, hi]: those on its lowest non-limit point and on
+        the points just beyond it along each non-limit axis (a mergeable box shares all
+        other ranges, so it covers one of these points)."""
+        g = self._g.get(key, {})
+        n = len(lo) - self._split(key)
+        corner = lo[:n]
+        pts = [corner]
+        for i in range(n):
+            pts.append(corner[:i] + (lo[i] - 1,) + corner[i + 1:])
+            pts.append(corner[:i] + (hi[i] + 1,) + corner[i + 1:])
+        seen = set()
+        for pt in pts:
+            for b in g.get(pt, ()):
+                if id(b) not in seen:
+                    seen.add(id(b))
+                    yield b
 
     # --- table ---
     def get(self, spec: Spec) -> Decision | None:
         from .coords import to_coords
 
         key, p = to_coords(spec, self.levels)
-        self._nlimits = len(spec.limits)
-        best = None
-        for boxes in self._lists(key, p, p):
-            for b in boxes:
-                if (best is None or b[0] < best[0]) and all(a <= x <= c for a, x, c in zip(b[1], p, b[2])):
-                    best = b
-                    break  # each list is in sequence order
-        if best is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        return best[3]
+        n = len(p) - len(spec.limits)
+        for b in self._g.get(key, {}).get(p[:n], ()):  # in sequence order: the first match wins
+            if all(a <= x <= c for a, x, c in zip(b[1][n:], p[n:], b[2][n:])):
+                self.hits += 1
+                return denormalize(b[3], spec)
+        self.misses += 1
+        return None
 
     def put(self, spec: Spec, decision: Decision) -> None:
         from .coords import to_coords
 
         key, p = to_coords(spec, self.levels)
-        self._nlimits = len(spec.limits)
         llo, lhi = limits_range(spec, decision)
         n = len(spec.limits)
         lo = p[: len(p) - n] + tuple(llo)
         hi = p[: len(p) - n] + tuple(lhi)
-        self._insert_box(key, lo, hi, decision)
+        self._insert_box(key, lo, hi, normalize(decision, spec))
 
     def _insert_box(self, key, lo, hi, decision) -> None:
-        if key not in self._nlim:
-            self._nlim[key] = json.loads(key)["nlimits"]
-        lists = self._lists(key, lo, hi, create=True)
-        if any(b[3] == decision and _contains(b[1], b[2], lo, hi) for bs in lists for b in bs):
+        if any(b[3] == decision and _contains(b[1], b[2], lo, hi) for b in self._meeting(key, lo, lo)):
             return  # already answered identically (an earlier equal box covers it)
         seq = self._store_insert(key, lo, hi, decision)
         self._seq = max(self._seq, seq)
         cur = [seq, lo, hi, decision]
-        lists[0].append(cur)
+        self._file(key, cur)
         merged = True
         while merged:
             merged = False
-            lists = self._lists(key, cur[1], cur[2])
-            for b in (b for bs in lists for b in bs):
+            for b in list(self._neighbours(key, cur[1], cur[2])):
                 if b is cur or b[3] != decision:
                     continue
                 m = _union_box(b[1], b[2], cur[1], cur[2])
@@ -173,18 +224,13 @@ class RectMemo:
                     continue
                 first = min(b[0], cur[0])
                 if any(c[3] != decision and c[0] > first and _intersects(c[1], c[2], *m)
-                       for bs in self._lists(key, *m) for c in bs):
+                       for c in self._meeting(key, *m)):
                     continue
                 keep, drop = (b, cur) if b[0] < cur[0] else (cur, b)
-                for bs in lists:
-                    if drop in bs:
-                        bs.remove(drop)
-                    if keep in bs:
-                        bs.remove(keep)
+                self._unfile(key, drop)
+                self._unfile(key, keep)
                 keep[1], keep[2] = m
-                home = self._lists(key, *m, create=True)[0]
-                home.append(keep)
-                home.sort(key=lambda x: x[0])
+                self._file(key, keep)
                 self._store_update(keep[0], *m)
                 self._store_delete(drop[0])
                 self.merged_at.pop(drop[0], None)
@@ -198,12 +244,16 @@ class RectMemo:
 
     def boxes(self):
         for key, g in self._g.items():
+            seen = set()
             for bs in g.values():
-                for seq, lo, hi, d in bs:
-                    yield key, seq, lo, hi, d
+                for b in bs:
+                    if id(b) not in seen:
+                        seen.add(id(b))
+                        seq, lo, hi, d = b
+                        yield key, seq, lo, hi, d
 
     def __len__(self) -> int:
-        return sum(len(bs) for g in self._g.values() for bs in g.values())
+        return sum(1 for _ in self.boxes())
 
 
 def _contains(olo, ohi, lo, hi) -> bool:

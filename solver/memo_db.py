@@ -11,6 +11,7 @@ import hashlib
 import json
 import sqlite3
 import time
+from fractions import Fraction
 from pathlib import Path
 
 from morello_asp.errors import MorelloError
@@ -18,7 +19,7 @@ from morello_asp.errors import MorelloError
 from .coords import from_coords
 from .memo import Decision, RectMemo
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: box costs per unit of volume
 
 
 def logic_hash(files) -> str:
@@ -29,7 +30,8 @@ def logic_hash(files) -> str:
 
 
 def encode_decision(d: Decision) -> str:
-    return json.dumps({"a": None if d.action is None else d.action.to_json(), "c": d.cost,
+    """Box values hold cost per unit of volume, a fraction: stored as text "n/d"."""
+    return json.dumps({"a": None if d.action is None else d.action.to_json(), "c": str(Fraction(d.cost)),
                        "p": list(d.peak), "d": d.depth}, separators=(",", ":"), sort_keys=True)
 
 
@@ -41,7 +43,7 @@ def decode_decision(text: str, key: str, lo) -> Decision:
     if o["a"] is not None:
         ranks = [len(s) for s in from_coords(key, lo).operand_shapes]
         a = Action.from_json(o["a"], ranks)
-    return Decision(a, o["c"], tuple(o["p"]), o["d"])
+    return Decision(a, Fraction(o["c"]), tuple(o["p"]), o["d"])
 
 
 def _retry(fn, tries=50):

@@ -11,7 +11,8 @@ from solver.coords import from_coords, to_coords
 from solver.engine import Action
 from solver.memo import Decision, DictMemo, RectMemo, _intersects
 
-BASES = [parse_spec(t) for t in ("Matmul(4x4x4, f32)", "Matmul(2x8x4, f32)", "Matmul(3x4x4, f32)", "Matmul(1x1x1, f32)")]
+BASES = [parse_spec(t) for t in ("Matmul(4x4x4, f32)", "Matmul(2x8x4, f32)", "Matmul(3x4x4, f32)", "Matmul(1x1x1, f32)",
+                                  "Matmul(8x4x4, f32)", "Matmul(2x4x4, f32)")]
 LEVELS = ["RF", "VRF", "L1", "GL"]
 
 limits = st.tuples(*[st.integers(0, 9) for _ in range(4)])
@@ -32,7 +33,8 @@ ACTIONS = [None, Action("tile", ((1, 1, 2, 2), False)), Action("select", ("mult_
 def decisions(draw, spec):
     a = draw(st.sampled_from(ACTIONS))
     peak = tuple(draw(st.integers(0, l)) for l in spec.limits)
-    return Decision(a, draw(st.integers(0, 2)), peak, 1)
+    # costs in proportion to volume make boxes of different shapes merge
+    return Decision(a, draw(st.integers(0, 2)) * (spec.volume if draw(st.booleans()) else 1), peak, 1)
 
 
 @given(specs())
@@ -77,6 +79,20 @@ def test_merges_happen():
     assert len(r) == 1
     assert r.get(replace(s, limits=(5, 1, 1, 1))) == dec
     assert r.get(replace(s, limits=(9, 1, 1, 1))) is None
+
+
+def test_merges_across_shapes():
+    """Costs are stored per unit of volume: the same rewrite costing in proportion to the
+    spec's size over M = 1..16 is one box, and each shape gets its own cost back."""
+    r = RectMemo()
+    tile = Action("tile", ((1, 1, 4, 4), False))
+    for m in (1, 2, 4, 8, 16):
+        s = parse_spec(f"Matmul({m}x4x4, f32)")
+        r.put(s, Decision(tile, 3 * s.volume, (0, 0, 0, 0), 2))
+    assert len(r) == 1
+    s = parse_spec("Matmul(8x4x4, f32)")
+    assert r.get(s) == Decision(tile, 3 * 128, (0, 0, 0, 0), 2)
+    assert r.get(parse_spec("Matmul(32x4x4, f32)")) is None
 
 
 def test_db_commands_round_trip(tmp_path):
