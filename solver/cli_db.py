@@ -1,9 +1,10 @@
-"""`morello-asp db stats|compact|export|import`: inspect, re-merge and ship memo tables."""
+"""`morello-asp db stats|compact|export|import|verify`: inspect, re-merge, ship and prove memo tables."""
 from __future__ import annotations
 
 import json
 import os
 import sqlite3
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -125,6 +126,42 @@ def compact(path: str) -> tuple[int, int]:
     return len(rows), len(m)
 
 
+def verify(path: str, rules=(), limit: int | None = None, quiet: bool = False) -> int:
+    """Prove every box of the table (solver/verify_boxes.py); 1 if any claim is refuted."""
+    from .engine import get_engine
+    from .memo_db import open_memo
+    from .verify_boxes import verify_table
+
+    con = _connect(path)
+    try:
+        meta = dict(con.execute("SELECT k, v FROM meta"))
+    except sqlite3.DatabaseError as e:
+        raise MorelloError(f"{path} is not a memo table ({e})") from None
+    finally:
+        con.close()
+    engine = get_engine(meta.get("target", "avx2"), tuple(str(r) for r in rules))
+    try:
+        memo = open_memo(Path(path), engine)
+    except MorelloError as e:
+        raise MorelloError(f"{e}\n(db verify checks a table against the logic files that built it: pass the same --rules)") from None
+    show = not quiet and sys.stderr.isatty()
+
+    def progress(text):
+        if show:
+            sys.stderr.write(f"\rdb verify: {text}\033[K")
+            sys.stderr.flush()
+
+    rep = verify_table(memo, engine, limit, progress)
+    memo.close()
+    if show:
+        sys.stderr.write("\n")
+    print(rep.summary())
+    for o in rep.obligations:
+        if o.status == "refuted" or (o.status == "unknown" and not quiet):
+            print(o)
+    return 1 if rep.count("refuted") else 0
+
+
 def register(sub) -> None:
     p = sub.add_parser("db", help="inspect and maintain memo tables")
     dsub = p.add_subparsers(dest="db_cmd", required=True)
@@ -142,3 +179,9 @@ def register(sub) -> None:
     i.add_argument("file")
     i.add_argument("src")
     i.set_defaults(func=lambda a: print(f"{import_(a.file, a.src)} rectangles read") or 0)
+    v = dsub.add_parser("verify", help="prove every rectangle's decision legal for every spec it holds (z3)")
+    v.add_argument("file")
+    v.add_argument("--limit", type=int, help="only the first N rectangles")
+    v.add_argument("--rules", action="append", default=[], help="the extra rule files the table was built with")
+    v.add_argument("-q", "--quiet", action="store_true", help="no progress line, no list of unknowns")
+    v.set_defaults(func=lambda a: verify(a.file, a.rules, a.limit, a.quiet))
