@@ -28,7 +28,7 @@ def run(n: int, dtype: str = "f32") -> dict:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[2, 4, 8])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[4, 8, 16, 32, 64])
     ap.add_argument("--dtype", default="f32")
     ap.add_argument("--plot", help="write a chart of wall time per size")
     args = ap.parse_args(argv)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from math import prod
 
 import numpy as np
 
@@ -20,9 +19,9 @@ from morello_asp.ir import Impl
 from morello_asp.spec import Spec
 
 from .build import build
-from .convert import from_buffer, is_aligned, to_buffer, aligned_empty
+from .convert import from_buffer, is_aligned, to_buffer
 from .ctarget import get_ctarget
-from .emit import bench_signature, generate, param_names, signature
+from .emit import bench_function, bench_signature, emit_function, generate, param_names, prelude, signature
 from .reference import flops, random_operands, reference, tolerance
 
 
@@ -41,13 +40,17 @@ class BenchResult:
 class Program:
     """A compiled program: call it on numpy arrays, or time it."""
 
-    def __init__(self, impl: Impl, target: str = "avx2", rules=()):
+    def __init__(self, impl: Impl, target: str = "avx2", rules=(), _built=None):
         self.impl = impl
         self.spec: Spec = impl.spec
-        self.source, self.openmp = generate(impl, target, rules)
-        ct = get_ctarget(target, rules)
-        cdef = signature(self.spec, "kernel") + ";\n" + bench_signature(self.spec, "kernel") + ";"
-        self.module = build(self.source, cdef, ct.flags, self.openmp)
+        if _built is None:
+            self.source, self.openmp = generate(impl, target, rules)
+            ct = get_ctarget(target, rules)
+            cdef = signature(self.spec, "kernel") + ";\n" + bench_signature(self.spec, "kernel") + ";"
+            _built = (build(self.source, cdef, ct.flags, self.openmp), "kernel")
+        self.module, fname = _built
+        self._fn = getattr(self.module.lib, fname)
+        self._bench = getattr(self.module.lib, fname + "_bench")
         self.names = param_names(self.spec)
 
     # ------------------------------------------------------------ argument handling
@@ -98,7 +101,7 @@ class Program:
             if np.shares_memory(arrays[i], out_arr):
                 arrays[i] = arrays[i].copy()
         bufs = [self._buffer(i, arrays[i]) for i in range(len(spec.operands))]
-        self.module.lib.kernel(*self._ptrs(bufs))
+        self._fn(*self._ptrs(bufs))
         if not np.shares_memory(bufs[o], out_arr):
             from_buffer(bufs[o], spec.operands[o].layout, oshape, out=out_arr)
         if out is not None:
@@ -128,10 +131,10 @@ class Program:
         ptrs = self._ptrs(bufs)
         ffi = self.module.ffi
         times = ffi.new("double[]", max(reps, 1))
-        self.module.lib.kernel_bench(*ptrs, warmup, 1, 1, times)
+        self._bench(*ptrs, warmup, 1, 1, times)
         once = max(times[0], 1e-9)
         iters = max(1, min(10**7, int(min_time / once)))
-        self.module.lib.kernel_bench(*ptrs, 0, iters, reps, times)
+        self._bench(*ptrs, 0, iters, reps, times)
         ts = [times[r] for r in range(reps)]
         med = statistics.median(ts)
         return BenchResult(med, flops(spec) / med / 1e9, ts, iters)
@@ -139,6 +142,24 @@ class Program:
 
 def compile_impl(impl: Impl, target: str = "avx2", rules=()) -> Program:
     return Program(impl, target, rules)
+
+
+def compile_many(impls: list[Impl], target: str = "avx2", rules=()) -> list[Program]:
+    """Many programs in one C module (functions kernel_0, kernel_1, ...): one gcc run
+    instead of one per program, which is most of the time for small programs."""
+    ct = get_ctarget(target, rules)
+    bodies, cdefs, omp = [], [], False
+    for i, impl in enumerate(impls):
+        body, uses_omp = emit_function(impl, f"kernel_{i}", target, rules)
+        omp |= uses_omp
+        bodies += [body, bench_function(impl.spec, f"kernel_{i}")]
+        cdefs += [signature(impl.spec, f"kernel_{i}") + ";", bench_signature(impl.spec, f"kernel_{i}") + ";"]
+    source = "\n".join(prelude(ct)) + "\n\n" + "\n\n".join(bodies) + "\n"
+    module = build(source, "\n".join(cdefs), ct.flags, omp)
+    progs = [Program(impl, target, rules, (module, f"kernel_{i}")) for i, impl in enumerate(impls)]
+    for p in progs:
+        p.source, p.openmp = source, omp
+    return progs
 
 
 def attach():

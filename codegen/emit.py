@@ -412,7 +412,7 @@ def expand_template(text: str, ctx: KernelContext) -> list[str]:
 
 
 # -------------------------------------------------------------------- whole programs
-def _prelude(ct: CTarget) -> list[str]:
+def prelude(ct: CTarget) -> list[str]:
     lines = ["#define _GNU_SOURCE", "#include <stdint.h>", "#include <stdlib.h>", "#include <string.h>", "#include <time.h>"]
     lines += [f"#include <{h}>" for h in ct.headers if h not in ("string.h", "stdlib.h", "stdint.h", "time.h")]
     return lines
@@ -480,7 +480,7 @@ def generate(impl: Impl, target: str = "avx2", rules=()) -> tuple[str, bool]:
     loop `kernel_bench`) and whether it needs OpenMP."""
     body, omp = emit_function(impl, "kernel", target, rules)
     ct = get_ctarget(target, rules)
-    src = "\n".join(_prelude(ct)) + "\n\n" + body + "\n\n" + bench_function(impl.spec, "kernel") + "\n"
+    src = "\n".join(prelude(ct)) + "\n\n" + body + "\n\n" + bench_function(impl.spec, "kernel") + "\n"
     return src, omp
 
 

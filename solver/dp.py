@@ -71,11 +71,11 @@ class Search:
         self._active: set[Spec] = set()
 
     # ------------------------------------------------------------------ optimal costs
-    def prefetch(self, root: Spec, batch: int = 4000) -> None:
-        """Expand every spec reachable from `root` that the memo cannot answer, breadth
+    def prefetch(self, *roots: Spec, batch: int = 4000) -> None:
+        """Expand every spec reachable from the roots that the memo cannot answer, breadth
         first, many specs per clingo call (one call per spec is dominated by overhead)."""
-        seen = {root}
-        frontier = [root] if self.memo.get(root) is None else []
+        seen = set(roots)
+        frontier = [r for r in dict.fromkeys(roots) if self.memo.get(r) is None]
         while frontier:
             nxt: list[Spec] = []
             for i in range(0, len(frontier), batch):
@@ -148,14 +148,23 @@ class Search:
                 return node_from_expansion(spec, e, [self.build(c) for c in e.children])
         raise NoImplementationError(f"stored decision {d.action} no longer applies to {spec} (rules changed?)")
 
+    def build_many(self, specs: list[Spec]) -> list[Impl]:
+        """Optimal programs for several specs; their sub-specs are expanded together."""
+        self.prefetch(*specs)
+        return [self.build(s) for s in specs]
+
     def complete(self, impl: Impl) -> Impl:
         """Fill every open spec of a partial program with its optimal implementation."""
+        self.prefetch(*(h.spec for _, h in impl.holes()))
+        return self._fill(impl)
+
+    def _fill(self, impl: Impl) -> Impl:
         if isinstance(impl, SpecHole):
             return self.build(impl.spec)
         kids = impl.children
         if not kids:
             return impl
-        return impl.with_children([self.complete(c) for c in kids])
+        return impl.with_children([self._fill(c) for c in kids])
 
     def explain(self, spec: Spec) -> list[tuple[Expansion, Decision | None]]:
         """Every applicable rewrite with its optimal cost (None: a sub-spec has no implementation)."""

@@ -101,7 +101,7 @@ _RE = {
     "error": re.compile(r'\berror\(("(?:[^"\\]|\\.)*"|[^()]*(?:\([^()]*\))?)\)'),
 }
 _ACTION = re.compile(r"(\w+)(?:\(([^()]*)\))?$")
-SPLIT_MIN = 200  # classes per worker below which one in-process call is faster
+SPLIT_MIN = 40  # classes per worker below which one in-process call is faster
 
 
 class Engine:

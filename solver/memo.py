@@ -119,9 +119,9 @@ class RectMemo:
     def _store_delete(self, seq) -> None:
         pass
 
-    def _add_loaded(self, seq, key, lo, hi, d) -> None:
+    def _add_loaded(self, seq, key, lo, hi, d, sort=False) -> None:
         self._nlim.setdefault(key, json.loads(key)["nlimits"])
-        self._file(key, [seq, tuple(lo), tuple(hi), d], sort=False)
+        self._file(key, [seq, tuple(lo), tuple(hi), d], sort=sort)
         self._seq = max(self._seq, seq)
 
     # --- the index: every box is filed under each non-limit point it covers ---------

@@ -58,8 +58,10 @@ def _retry(fn, tries=50):
 
 
 class SqliteMemo(RectMemo):
-    def __init__(self, path: Path, target: str, levels, files_hash: str, batch: int = 200):
+    def __init__(self, path: Path, target: str, levels, files_hash: str, batch: int = 200,
+                 refresh_every: float = 1.0):
         super().__init__(levels)
+        self.refresh_every = refresh_every
         self.path = Path(path)
         self.batch = batch
         self._pending = 0
@@ -88,13 +90,40 @@ class SqliteMemo(RectMemo):
                 raise MorelloError(
                     f"memo table {path} was built with {k}={have.get(k)!r} but this run has {k}={v!r}; "
                     "use another file (or delete this one)")
+        self._mine: set[int] = set()
+        self._seen = 0
+        self._refreshed = time.monotonic()
         for seq, key, lo, hi, val in self.con.execute("SELECT seq, key, lo, hi, value FROM decisions ORDER BY seq"):
             lo, hi = json.loads(lo), json.loads(hi)
             self._add_loaded(seq, key, lo, hi, decode_decision(val, key, lo))
+            self._seen = max(self._seen, seq)
         for g in self._g.values():
             for bs in g.values():
                 bs.sort(key=lambda b: b[0])
         atexit.register(self.close)
+
+    def get(self, spec):
+        d = super().get(spec)
+        if d is None and time.monotonic() - self._refreshed >= self.refresh_every:
+            if self.refresh():
+                d = super().get(spec)
+        return d
+
+    def refresh(self) -> int:
+        """Load rows other processes committed since the last look (a miss triggers
+        this at most every `refresh_every` seconds); returns how many were new."""
+        self._refreshed = time.monotonic()
+        rows = list(self.con.execute(
+            "SELECT seq, key, lo, hi, value FROM decisions WHERE seq > ? ORDER BY seq", (self._seen,)))
+        n = 0
+        for seq, key, lo, hi, val in rows:
+            self._seen = max(self._seen, seq)
+            if seq in self._mine:
+                continue
+            lo, hi = json.loads(lo), json.loads(hi)
+            self._add_loaded(seq, key, lo, hi, decode_decision(val, key, lo), sort=True)
+            n += 1
+        return n
 
     def _begin(self):
         if not self._in_txn:
@@ -110,6 +139,7 @@ class SqliteMemo(RectMemo):
         self._begin()
         cur = self.con.execute("INSERT INTO decisions(key, lo, hi, value) VALUES (?, ?, ?, ?)",
                                (key, json.dumps(list(lo)), json.dumps(list(hi)), encode_decision(d)))
+        self._mine.add(cur.lastrowid)
         return cur.lastrowid
 
     def _store_update(self, seq, lo, hi) -> None:

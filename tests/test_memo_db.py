@@ -84,3 +84,29 @@ def test_two_processes_on_one_file(tmp_path):
     for s in specs:
         err, tol = synthesize(s, db=db).compile().check()
         assert err <= tol
+
+
+def test_a_running_search_sees_rows_another_writer_committed(tmp_path):
+    """Two tables open on one file, as two processes would have them: what one commits,
+    the other finds on its next miss (refresh), and the program built from it runs."""
+    from morello_asp.solver.dp import Search
+    from morello_asp.solver.engine import get_engine
+    from morello_asp.solver.memo_db import open_memo
+
+    engine = get_engine()
+    db = tmp_path / "shared.db"
+    a = open_memo(db, engine)
+    b = open_memo(db, engine)
+    b.refresh_every = 0.0
+    spec = parse_spec("Matmul(2x4x4, f32)")
+    assert b.get(spec) is None
+    imp = Search(engine, a).build(spec)
+    a.flush()
+    d = b.get(spec)
+    assert d is not None and d.cost == imp.cost.main
+    again = Search(engine, b).build(spec)  # every sub-spec answered by the other writer's rows
+    assert str(again) == str(imp) and rows(db) == len(list(a.boxes()))
+    err, tol = again.compile().check()
+    assert err <= tol
+    a.close()
+    b.close()
