@@ -1,0 +1,135 @@
+"""Calibrate the AVX2 cost model on this machine and write a target users can select
+(`--target avx2_calibrated`).
+
+Method: for a few small training specs, draw many different complete programs from the
+search's alternatives (benchmarks/alternatives.py), compile each, check it against
+numpy and time it (C timing loop, interleaved rounds, median). The cost of a serial
+program is linear in the target's numbers -- per kernel a cost per call and a cost per
+unit of work (vectors, values), per memory level a cost per cache line moved -- so those
+numbers are fitted to the measured times by non-negative least squares on relative
+error, plus a per-call constant that is not written. The fit is the measurement of each
+kernel's throughput and of each level's move cost *as they run inside programs*
+(loads, stores and packing are the Move sub-programs' kernels).
+
+    python benchmarks/calibrate.py [--out encodings/targets/avx2_calibrated.lp]
+    python benchmarks/cost_rank.py          # Spearman of cost vs time, before and after
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from alternatives import distinct_programs, recost  # noqa: E402
+from calibrated_target import PS_PER_UNIT, TARGETS, CostTerms, default_header, write_target  # noqa: E402
+from timing import compile_checked, median_times, spearman, status  # noqa: E402
+
+TRAINING = ["Matmul(8x8x8, f32)", "Matmul(4x8x16, f32)", "Matmul(16x4x8, f32)", "Matmul(8x16x4, f32)",
+            "Matmul(4x64x1, f32)"]
+METHOD = ("Numbers fitted by non-negative least squares (relative error) to the measured times of "
+          "{n} programs sampled from the alternatives of {specs}; see README, Cost model calibration.")
+
+
+def fit(rows: list[list[float]], seconds: list[float]):
+    """theta >= 0 (ns per feature) and a per-call constant, minimizing relative error."""
+    try:
+        import numpy as np
+        from scipy.optimize import nnls
+    except ImportError:
+        raise SystemExit("calibration needs scipy: pip install -e '.[bench]'") from None
+    y = np.array(seconds) * 1e9
+    x = np.hstack([np.array(rows, float), np.ones((len(y), 1))])
+    theta, _ = nnls(x / y[:, None], np.ones_like(y), maxiter=50 * x.shape[1])
+    return theta[:-1], theta[-1]
+
+
+def sample(specs, per_spec, k, p_opt, seed, db):
+    from morello_asp import parse_spec
+    from morello_asp.errors import MorelloError
+    from morello_asp.synthesis import make_search
+
+    search = make_search("avx2", db=db)
+    progs = []
+    for text in specs:
+        try:
+            spec = parse_spec(text)
+        except MorelloError as e:
+            raise SystemExit(f"bad training spec {text!r}: {e}") from None
+        status(f"sampling programs of {text}")
+        progs += distinct_programs(search, spec, per_spec, k=k, p_opt=p_opt, seed=seed)
+    search.memo.flush()
+    return progs
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=TARGETS / "avx2_calibrated.lp")
+    ap.add_argument("--name", default=None, help="target name (default: the file's stem)")
+    ap.add_argument("--specs", nargs="+", default=TRAINING, help="training specs")
+    ap.add_argument("--per-spec", type=int, default=40, help="programs per training spec")
+    ap.add_argument("--k", type=int, default=8, help="sample among the k cheapest other rewrites")
+    ap.add_argument("--p-opt", type=float, default=0.4, help="chance of the optimal rewrite at each spec")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--db", help="memo table for the search (speeds up re-runs)")
+    args = ap.parse_args(argv)
+    if args.out.suffix != ".lp":
+        raise SystemExit("--out must be a .lp file")
+    name = args.name or args.out.stem
+
+    from morello_asp.solver.engine import Engine
+    from morello_asp.target import get_target
+
+    base = get_target("avx2")
+    progs = sample(args.specs, args.per_spec, args.k, args.p_opt, args.seed, args.db)
+    seconds = median_times(compile_checked(progs), rounds=args.rounds)
+    terms = CostTerms(base)
+    rows = [terms.features(p) for p in progs]
+    theta_ns, const_ns = fit(rows, seconds)
+    unit_ns = PS_PER_UNIT / 1000
+    weights, cal = terms.split(theta_ns / unit_ns)
+    unseen = [k for k in terms.kernels if not any(r[terms.names.index(f"{k}.fixed")] for r in rows)]
+    for k in unseen:  # never timed: never free, so the search does not pick it blindly
+        cal[k] = (max(f for f, _ in cal.values()), max(p for _, p in cal.values()))
+    header = default_header(METHOD.format(n=len(progs), specs=", ".join(args.specs)))
+    if unseen:
+        header += f"\nNot seen in any training program (given the largest fitted costs): {', '.join(unseen)}."
+    write_target(args.out, name, base, weights, cal, header)
+
+    engine = Engine(str(args.out))  # the written file loads, and its costs are the fitted ones
+    theta_units = [v for v in _theta(terms, weights, cal)]
+    for p, r in zip(progs, rows):
+        want = sum(a * b for a, b in zip(r, theta_units))
+        got = recost(p, engine)
+        if got != want:
+            raise SystemExit(f"internal error: cost under {args.out} is {got}, the fit predicts {want}\n{p}")
+    pred = [recost(p, engine) for p in progs]
+
+    print(f"calibrated on {len(progs)} programs of {len(args.specs)} specs; 1 cost unit = {PS_PER_UNIT} ps; "
+          f"per-call constant {const_ns:.2f} ns (not written)")
+    print(f"{'kernel':<24} {'ns per call':>12} {'ns per unit':>12}   unit")
+    units = {"broadcast_vec_mult_add": "vector", "dot_product_loop": "vector of lhs", "memset_zero": "value",
+             "vector_assign": "vector"}
+    for k in terms.kernels:
+        f, p = cal[k]
+        print(f"{k:<24} {f * unit_ns:>12.3f} {p * unit_ns:>12.3f}   {units.get(k, '-')}{'  (not seen)' if k in unseen else ''}")
+    for lv, w in weights.items():
+        print(f"{'move, per line in ' + lv:<24} {w * unit_ns:>12.3f}")
+    print(f"training Spearman(cost, time): avx2 {spearman([p.cost.main for p in progs], seconds):.3f}, "
+          f"{name} {spearman(pred, seconds):.3f}")
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _theta(terms: CostTerms, weights, cal) -> list[int]:
+    out = []
+    for n in terms.names:
+        what, part = n.rsplit(".", 1)
+        out.append(weights[what] if part == "line" else cal[what][0 if part == "fixed" else 1])
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

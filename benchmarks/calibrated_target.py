@@ -1,0 +1,160 @@
+"""A calibrated copy of the AVX2 target, and the cost model as a linear function of
+its numbers.
+
+The calibrated target keeps every rule of `avx2/machine.lp` and `avx2/kernels.lp`
+(read with clingo's parser) except the numbers calibration replaces: the level weights
+(`tgt_level/6`) and the kernel costs (`kernel_cost/3`), which become
+`Fixed + PerUnit * U` (`avx2/kernel_units.lp`). One cost unit is 10 ps.
+
+With the weights of RF and VRF held at 0, the cost of a serial program is linear in
+theta = (per kernel: Fixed, PerUnit; per memory level: weight), so
+cost(program) = features(program) . theta, and theta can be fitted to measured times.
+"""
+from __future__ import annotations
+
+import datetime
+from dataclasses import replace
+from pathlib import Path
+
+import clingo.ast as cast
+
+from morello_asp.cost import move_cost
+from morello_asp.ir import Alloc, Impl, KernelApp, Loop
+from morello_asp.naming import snake
+from morello_asp.target import ENCODINGS, Target
+
+PS_PER_UNIT = 10  # one cost unit of the calibrated target, in picoseconds
+TARGETS = ENCODINGS / "targets"
+BASE = TARGETS / "avx2"
+REPLACED = {"tgt_name", "tgt_level", "kernel_cost"}
+
+
+def _head_name(stmt) -> str | None:
+    if stmt.ast_type != cast.ASTType.Rule or stmt.head.ast_type != cast.ASTType.Literal:
+        return None
+    atom = stmt.head.atom
+    sym = getattr(atom, "symbol", None)
+    return getattr(sym, "name", None)
+
+
+def kept_rules(path: Path) -> list[str]:
+    """The rules of a target file other than those calibration replaces."""
+    out: list[str] = []
+
+    def keep(stmt):
+        if stmt.ast_type == cast.ASTType.Rule and _head_name(stmt) not in REPLACED:
+            out.append(str(stmt))
+
+    cast.parse_files([str(path)], keep)
+    return out
+
+
+def kernels_of(target: Target) -> list[str]:
+    """Kernel names (snake case) the base target declares with tgt_kernel/1."""
+    import clingo
+
+    ctl = clingo.Control(["--warn=none"])
+    ctl.load(str(BASE / "kernels.lp"))
+    ctl.ground([("base", [])])
+    return sorted(str(a.symbol.arguments[0]) for a in ctl.symbolic_atoms.by_signature("tgt_kernel", 1))
+
+
+def target_text(name: str, base: Target, weights: dict[str, int], calibration: dict[str, tuple[int, int]],
+                header: str = "", include_dir: Path | None = None) -> str:
+    """The fact file of a calibrated target. `weights`: level name -> cost per line;
+    `calibration`: kernel -> (Fixed, PerUnit). Includes are relative to encodings/targets
+    unless `include_dir` is given (for files written elsewhere)."""
+    inc = (lambda f: str(BASE / f)) if include_dir else (lambda f: f"avx2/{f}")
+    lines = [f"% {l}" if l else "%" for l in header.splitlines()]
+    lines += ["", f"tgt_name({name}).", ""]
+    for lv in base.levels:
+        w = weights.get(lv.name, lv.weight)
+        lines.append(f"tgt_level({lv.atom}, {lv.index}, {lv.capacity}, {lv.unit}, {w}, {lv.kind}).")
+    lines += ["", "% avx2/machine.lp without tgt_name and tgt_level:"]
+    lines += kept_rules(BASE / "machine.lp")
+    lines += ["", "% avx2/kernels.lp without kernel_cost (applicability unchanged):"]
+    lines += kept_rules(BASE / "kernels.lp")
+    lines += ["", "% Calibrated kernel costs: Fixed + PerUnit * kernel_units (10 ps units)."]
+    lines += [f"tgt_kernel_calibration({k}, {f}, {p})." for k, (f, p) in sorted(calibration.items())]
+    lines += ["", f'#include "{inc("kernel_units.lp")}".', f'#include "{inc("kernels_c.lp")}".', ""]
+    return "\n".join(lines)
+
+
+def write_target(path: Path, name: str, base: Target, weights, calibration, header: str = "") -> Path:
+    in_targets = path.resolve().parent == TARGETS.resolve()
+    path.write_text(target_text(name, base, weights, calibration, header, None if in_targets else BASE))
+    return path
+
+
+def default_header(method: str) -> str:
+    return (f"Target avx2 calibrated on this machine by benchmarks/calibrate.py, {datetime.date.today()}.\n"
+            f"One cost unit = {PS_PER_UNIT} ps. {method}")
+
+
+# ------------------------------------------------------------------ linear cost terms
+class CostTerms:
+    """features(program): how much each calibrated number contributes to its cost.
+
+    Kernel sizes (U) come from the logic files themselves: a probe target whose every
+    kernel costs exactly its units (Fixed 0, PerUnit 1) is asked for each kernel spec.
+    """
+
+    def __init__(self, base: Target, levels=("L1", "GL"), workdir: Path | None = None):
+        import tempfile
+
+        from morello_asp.solver.engine import Engine
+
+        self.base = base
+        self.kernels = kernels_of(base)
+        self.levels = list(levels)
+        self.names = [f"{k}.fixed" for k in self.kernels] + [f"{k}.per_unit" for k in self.kernels] + [f"{lv}.line" for lv in self.levels]
+        d = Path(workdir or tempfile.mkdtemp(prefix="morello-cal-"))
+        d.mkdir(parents=True, exist_ok=True)
+        probe = write_target(d / "avx2_units.lp", "avx2_units", base, {}, {k: (0, 1) for k in self.kernels})
+        self.units_engine = Engine(str(probe))
+        self._one_level = {lv: self._weights_target({l.name: int(l.name == lv) for l in base.levels}) for lv in self.levels}
+        self._units: dict = {}
+
+    def _weights_target(self, weights: dict[str, int]) -> Target:
+        return replace(self.base, levels=tuple(replace(l, weight=weights.get(l.name, 0)) for l in self.base.levels))
+
+    def _kernel_units(self, kernels: list[KernelApp]) -> None:
+        todo = [n.spec for n in kernels if (n.spec, n.kernel) not in self._units]
+        for spec, exps in zip(todo, self.units_engine.expand_many(todo)):
+            for e in exps:
+                if e.action.name == "select":
+                    self._units[(spec, e.action.args[0])] = e.kernel_cost
+
+    def features(self, impl: Impl) -> list[float]:
+        """Coefficient of each calibrated number (self.names) in the cost of `impl`."""
+        self._kernel_units([n for n in impl.walk() if isinstance(n, KernelApp)])
+        f = dict.fromkeys(self.names, 0)
+
+        def walk(node: Impl, mult: int):
+            if isinstance(node, Loop):
+                if node.parallel:
+                    raise ValueError("CostTerms covers serial programs (parallel loops add a fixed overhead)")
+                walk(node.body, mult * node.trips)
+                for b in node.boundaries:
+                    walk(b, mult)
+                return
+            if isinstance(node, KernelApp):
+                k = snake(node.kernel)
+                f[f"{k}.fixed"] += mult
+                f[f"{k}.per_unit"] += mult * self._units[(node.spec, node.kernel)]
+            elif isinstance(node, Alloc):
+                shape = node.spec.operand_shapes[node.operand]
+                for lv, tgt in self._one_level.items():
+                    f[f"{lv}.line"] += mult * (move_cost(node.spec.operands[node.operand], shape, tgt) + move_cost(node.new, shape, tgt))
+            for c in node.children:
+                walk(c, mult)
+
+        walk(impl, 1)
+        return [f[n] for n in self.names]
+
+    def split(self, theta) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
+        """theta (in cost units, aligned with self.names) -> (level weights, kernel calibration)."""
+        t = dict(zip(self.names, (int(round(x)) for x in theta)))
+        weights = {lv: t[f"{lv}.line"] for lv in self.levels}
+        cal = {k: (t[f"{k}.fixed"], t[f"{k}.per_unit"]) for k in self.kernels}
+        return weights, cal

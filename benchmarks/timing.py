@@ -1,0 +1,67 @@
+"""Time many programs fairly on a noisy machine: compile them in a few shared modules,
+check each against numpy, then time them in interleaved rounds (every program once
+per round) and keep each one's median, so slow drifts of the machine hit all alike."""
+from __future__ import annotations
+
+import statistics
+import sys
+
+from morello_asp.codegen.api import compile_many
+from morello_asp.ir import Impl
+
+
+def compile_checked(impls: list[Impl], chunk: int = 40, label: str = "") -> list:
+    """Compiled programs; every one is run on random inputs and compared with numpy."""
+    fns = []
+    for i in range(0, len(impls), chunk):
+        fns += compile_many(impls[i : i + chunk])
+        status(f"{label}compiled {len(fns)}/{len(impls)}")
+    for j, f in enumerate(fns):
+        err, tol = f.check()
+        if not err <= tol:
+            raise SystemExit(f"{label}program {j} differs from numpy: max |error| {err:.3g} > {tol:.3g}\n{impls[j]}")
+    return fns
+
+
+def median_times(fns: list, rounds: int = 5, reps: int = 3, min_time: float = 0.004, label: str = "") -> list[float]:
+    """Median seconds per call of each compiled program over `rounds` interleaved rounds."""
+    times: list[list[float]] = [[] for _ in fns]
+    for r in range(rounds):
+        for i, f in enumerate(fns):
+            times[i].append(f.benchmark(reps=reps, min_time=min_time).seconds)
+        status(f"{label}timing round {r + 1}/{rounds}")
+    status("", end=True)
+    return [statistics.median(t) for t in times]
+
+
+def status(text: str, end: bool = False) -> None:
+    """A progress line on stderr (a terminal only)."""
+    if sys.stderr.isatty():
+        sys.stderr.write("\r" + text.ljust(60) + ("\n" if end and text else ""))
+        if end and not text:
+            sys.stderr.write("\r" + " " * 60 + "\r")
+        sys.stderr.flush()
+
+
+def spearman(xs, ys) -> float:
+    """Spearman's rank correlation (ties get their average rank)."""
+
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for t in range(i, j + 1):
+                r[order[t]] = (i + j) / 2
+            i = j + 1
+        return r
+
+    rx, ry = ranks(list(xs)), ranks(list(ys))
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx = sum((a - mx) ** 2 for a in rx)
+    syy = sum((b - my) ** 2 for b in ry)
+    return sxy / (sxx * syy) ** 0.5 if sxx and syy else 0.0
