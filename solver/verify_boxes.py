@@ -291,19 +291,20 @@ def _loop_children(spec: Spec, tile) -> list[tuple[int, ...]]:
     return [tuple(tile)] + [s for _, s, main in loop_regions(spec.shape, tile) if not main]
 
 
-def rules_obligations(boxes, engine, progress=None) -> list[BoxObligation]:
-    """One obligation per box with an action: every spec class of the box (its lowest
+def rules_obligations(boxes, engine, progress=None) -> list[BoxObligation | None]:
+    """One obligation per box (None for a box with no action): every spec class of the box (its lowest
     limits; the rules never see limits, moves are then fitted to them) gets the
     decision's action from the rule files, and a tile gets the children the loop runs."""
-    jobs = []  # (seq, space, action, specs, exhaustive)
+    jobs = []  # (seq, space, action, specs, exhaustive), or None
     for seq, space, d in boxes:
         if d.action is None:
+            jobs.append(None)
             continue
         exhaustive = space.n_classes() <= CLASS_CAP
         pts = space.classes() if exhaustive else space.corners()
         specs = list(dict.fromkeys(s for s in (space.spec_at(p) for p in pts) if s is not None))
         jobs.append((seq, space, d.action, specs, exhaustive))
-    todo = list(dict.fromkeys(s for j in jobs for s in j[3]))
+    todo = list(dict.fromkeys(s for j in jobs if j for s in j[3]))
     exps = {}
     for i in range(0, len(todo), RULES_BATCH):
         chunk = todo[i:i + RULES_BATCH]
@@ -311,7 +312,11 @@ def rules_obligations(boxes, engine, progress=None) -> list[BoxObligation]:
         if progress:
             progress(f"rules: {min(i + RULES_BATCH, len(todo))}/{len(todo)} spec classes expanded")
     out = []
-    for seq, space, action, specs, exhaustive in jobs:
+    for job in jobs:
+        if job is None:
+            out.append(None)
+            continue
+        seq, space, action, specs, exhaustive = job
         what = f"box {seq} {space.text()} {action}: the rule files derive it for every spec class"
         bad = None
         for s in specs:
@@ -345,19 +350,19 @@ def verify_table(memo, engine=None, limit: int | None = None, progress=None, rul
     rows = sorted(memo.boxes(), key=lambda b: b[1])[:limit]
     boxes = [(seq, BoxSpace(key, lo, hi, target), d) for key, seq, lo, hi, d in rows]
     rep = TableReport(boxes=len(boxes))
-    per_box: dict[int, list] = {seq: [] for seq, _, _ in boxes}
+    per_box: list[list] = [[] for _ in boxes]
     if rules:
-        for ob in rules_obligations(boxes, engine, progress):
-            per_box[ob.seq].append(ob)
+        for obs, ob in zip(per_box, rules_obligations(boxes, engine, progress)):
+            obs += [ob] if ob else []
     prover = BoxProver(target)
     last = 0.0
     for i, (seq, space, d) in enumerate(boxes):
-        per_box[seq] += prover.obligations(seq, space, d)
+        per_box[i] += prover.obligations(seq, space, d)
         if progress and (time.perf_counter() - last > 0.2 or i + 1 == len(boxes)):
             last = time.perf_counter()
-            n = sum(len(v) for v in per_box.values())
-            bad = sum(o.status == "refuted" for v in per_box.values() for o in v)
+            n = sum(len(v) for v in per_box)
+            bad = sum(o.status == "refuted" for v in per_box for o in v)
             progress(f"z3: {i + 1}/{len(boxes)} boxes, {n} obligations, {bad} refuted")
-    rep.obligations = [o for seq, _, _ in boxes for o in per_box[seq]]
+    rep.obligations = [o for obs in per_box for o in obs]
     rep.seconds = time.perf_counter() - t0
     return rep
