@@ -51,6 +51,9 @@ class BoxObligation(Obligation):
 @dataclass
 class TableReport(VerifyReport):
     boxes: int = 0
+    rules_seconds: float = 0.0  # of `seconds`, spent expanding spec classes with clingo
+    z3_queries: int = 0
+    reused: int = 0  # claims answered by an identical claim proved for an earlier box
 
     def count(self, status: str) -> int:
         return sum(o.status == status for o in self.obligations)
@@ -354,6 +357,7 @@ def verify_table(memo, engine=None, limit: int | None = None, progress=None, rul
     if rules:
         for obs, ob in zip(per_box, rules_obligations(boxes, engine, progress)):
             obs += [ob] if ob else []
+        rep.rules_seconds = time.perf_counter() - t0
     prover = BoxProver(target)
     last = 0.0
     for i, (seq, space, d) in enumerate(boxes):
@@ -364,5 +368,6 @@ def verify_table(memo, engine=None, limit: int | None = None, progress=None, rul
             bad = sum(o.status == "refuted" for v in per_box for o in v)
             progress(f"z3: {i + 1}/{len(boxes)} boxes, {n} obligations, {bad} refuted")
     rep.obligations = [o for obs in per_box for o in obs]
+    rep.z3_queries, rep.reused = prover.refuter.queries, prover.reused
     rep.seconds = time.perf_counter() - t0
     return rep
