@@ -6,8 +6,8 @@ search's alternatives (benchmarks/alternatives.py), compile each, check it again
 numpy and time it (C timing loop, interleaved rounds, median). The cost of a serial
 program is linear in the target's numbers -- per kernel a cost per call and a cost per
 unit of work (vectors, values), per memory level a cost per cache line moved -- so those
-numbers are fitted to the measured times by non-negative least squares on relative
-error, plus a per-call constant that is not written. The fit is the measurement of each
+numbers are fitted to the measured times by least squares, each at least one cost
+unit (1 ps), plus a per-call constant that is not written. The fit is the measurement of each
 kernel's throughput and of each level's move cost *as they run inside programs*
 (loads, stores and packing are the Move sub-programs' kernels).
 
@@ -28,21 +28,24 @@ from timing import compile_checked, median_times, spearman, status  # noqa: E402
 
 TRAINING = ["Matmul(8x8x8, f32)", "Matmul(4x8x16, f32)", "Matmul(16x4x8, f32)", "Matmul(8x16x4, f32)",
             "Matmul(4x64x1, f32)"]
-METHOD = ("Numbers fitted by non-negative least squares (relative error) to the measured times of "
+METHOD = ("Numbers fitted by bounded least squares (each >= 1 unit) to the measured times of "
           "{n} programs sampled from the alternatives of {specs}; see README, Cost model calibration.")
 
 
-def fit(rows: list[list[float]], seconds: list[float]):
-    """theta >= 0 (ns per feature) and a per-call constant, minimizing relative error."""
+def fit(rows: list[list[float]], seconds: list[float], floor_ns: float):
+    """theta >= floor_ns (ns per feature; no kernel or move is free, or the search would
+    use it without limit) and a per-call constant >= 0, by least squares on time."""
     try:
         import numpy as np
-        from scipy.optimize import nnls
+        from scipy.optimize import lsq_linear
     except ImportError:
         raise SystemExit("calibration needs scipy: pip install -e '.[bench]'") from None
     y = np.array(seconds) * 1e9
     x = np.hstack([np.array(rows, float), np.ones((len(y), 1))])
-    theta, _ = nnls(x / y[:, None], np.ones_like(y), maxiter=50 * x.shape[1])
-    return theta[:-1], theta[-1]
+    lb = np.full(x.shape[1], floor_ns)
+    lb[-1] = 0.0
+    res = lsq_linear(x, y, bounds=(lb, np.inf))
+    return res.x[:-1], res.x[-1]
 
 
 def sample(specs, per_spec, k, p_opt, seed, db):
@@ -87,9 +90,12 @@ def main(argv=None) -> int:
     seconds = median_times(compile_checked(progs), rounds=args.rounds)
     terms = CostTerms(base)
     rows = [terms.features(p) for p in progs]
-    theta_ns, const_ns = fit(rows, seconds)
+    theta_ns, const_ns = fit(rows, seconds, PS_PER_UNIT / 1000)
     unit_ns = PS_PER_UNIT / 1000
     weights, cal = terms.split(theta_ns / unit_ns)
+    for k in terms.kernels:  # kernels whose work never varies: their per-unit number is moot
+        if not any(r[terms.names.index(f"{k}.per_unit")] for r in rows):
+            cal[k] = (cal[k][0], 0)
     unseen = [k for k in terms.kernels if not any(r[terms.names.index(f"{k}.fixed")] for r in rows)]
     for k in unseen:  # never timed: never free, so the search does not pick it blindly
         cal[k] = (max(f for f, _ in cal.values()), max(p for _, p in cal.values()))

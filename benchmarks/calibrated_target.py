@@ -4,7 +4,7 @@ its numbers.
 The calibrated target keeps every rule of `avx2/machine.lp` and `avx2/kernels.lp`
 (read with clingo's parser) except the numbers calibration replaces: the level weights
 (`tgt_level/6`) and the kernel costs (`kernel_cost/3`), which become
-`Fixed + PerUnit * U` (`avx2/kernel_units.lp`). One cost unit is 10 ps.
+`Fixed + PerUnit * U` (`avx2/kernel_units.lp`). One cost unit is 1 ps.
 
 With the weights of RF and VRF held at 0, the cost of a serial program is linear in
 theta = (per kernel: Fixed, PerUnit; per memory level: weight), so
@@ -23,7 +23,7 @@ from morello_asp.ir import Alloc, Impl, KernelApp, Loop
 from morello_asp.naming import snake
 from morello_asp.target import ENCODINGS, Target
 
-PS_PER_UNIT = 10  # one cost unit of the calibrated target, in picoseconds
+PS_PER_UNIT = 1  # one cost unit of the calibrated target, in picoseconds
 TARGETS = ENCODINGS / "targets"
 BASE = TARGETS / "avx2"
 REPLACED = {"tgt_name", "tgt_level", "kernel_cost"}
@@ -74,7 +74,7 @@ def target_text(name: str, base: Target, weights: dict[str, int], calibration: d
     lines += kept_rules(BASE / "machine.lp")
     lines += ["", "% avx2/kernels.lp without kernel_cost (applicability unchanged):"]
     lines += kept_rules(BASE / "kernels.lp")
-    lines += ["", "% Calibrated kernel costs: Fixed + PerUnit * kernel_units (10 ps units)."]
+    lines += ["", "% Calibrated kernel costs: Fixed + PerUnit * kernel_units (1 ps units)."]
     lines += [f"tgt_kernel_calibration({k}, {f}, {p})." for k, (f, p) in sorted(calibration.items())]
     lines += ["", f'#include "{inc("kernel_units.lp")}".', f'#include "{inc("kernels_c.lp")}".', ""]
     return "\n".join(lines)
