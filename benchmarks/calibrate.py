@@ -61,7 +61,8 @@ def sample(specs, per_spec, k, p_opt, seed, db):
         except MorelloError as e:
             raise SystemExit(f"bad training spec {text!r}: {e}") from None
         status(f"sampling programs of {text}")
-        progs += distinct_programs(search, spec, per_spec, k=k, p_opt=p_opt, seed=seed)
+        progs += distinct_programs(search, spec, per_spec, k=k, p_opt=p_opt, seed=seed,
+                                   progress=lambda n, tries: status(f"{text}: sampled {n}/{per_spec} programs"))
     search.memo.flush()
     return progs
 

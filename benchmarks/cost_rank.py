@@ -43,7 +43,8 @@ def main(argv=None) -> int:
         raise SystemExit(f"error: {e}") from None
     search = make_search("avx2", db=args.db)
     status(f"synthesizing {args.spec} and sampling {args.count} programs")
-    progs = distinct_programs(search, spec, args.count, k=args.k, p_opt=args.p_opt, seed=args.seed)
+    progs = distinct_programs(search, spec, args.count, k=args.k, p_opt=args.p_opt, seed=args.seed,
+                              progress=lambda n, tries: status(f"sampled {n}/{args.count} programs ({tries} draws)"))
     search.memo.flush()
     seconds = median_times(compile_checked(progs), rounds=args.rounds)
     before = [p.cost.main for p in progs]
