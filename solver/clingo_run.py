@@ -19,6 +19,8 @@ from pathlib import Path
 
 import clingo
 
+from .answer import errors, parse
+
 ARGS = ("--verbose=0", "--warn=none", "--models=1")
 
 
@@ -50,6 +52,14 @@ def answer(files: tuple[str, ...], facts: str) -> tuple[int, str, str]:
         return rc, outp.read_text(), errp.read_text()
 
 
+def parsed_answer(files: tuple[str, ...], facts: str, n: int):
+    """`answer`, then read: (exit code, answer.parse result, messages, error/1 atoms)."""
+    rc, text, errs = answer(files, facts)
+    if rc not in (10, 30):
+        return rc, None, errs, []
+    return rc, parse(text, n), errs, errors(text)
+
+
 def jobs() -> int:
     env = os.environ.get("MORELLO_ASP_JOBS")
     if env:
@@ -72,6 +82,6 @@ def _pool() -> ProcessPoolExecutor:
     return _POOL
 
 
-def submit(files: tuple[str, ...], facts: str) -> Future:
-    """Run `answer` in a worker process."""
-    return _pool().submit(answer, files, facts)
+def submit(files: tuple[str, ...], facts: str, n: int) -> Future:
+    """Run `parsed_answer` in a worker process."""
+    return _pool().submit(parsed_answer, files, facts, n)

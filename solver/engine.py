@@ -88,18 +88,6 @@ class EngineStats:
     cache_hits: int = 0
 
 
-_ATOM = r"(\w+(?:\([^()]*\))?)"  # an action term such as tile1(2,4,0) or to_accum
-_RE = {
-    "action": re.compile(r"\baction\((\d+)," + _ATOM + r"\)"),
-    "bad": re.compile(r"\bbad\((\d+)," + _ATOM + r',"((?:[^"\\]|\\.)*)"\)'),
-    "kind": re.compile(r"\bchild_kind\((\d+)," + _ATOM + r",(\d+),(\w+)\)"),
-    "dim": re.compile(r"\bchild_dim\((\d+)," + _ATOM + r",(\d+),(\d+),(\d+)\)"),
-    "op": re.compile(r"\bchild_operand\((\d+)," + _ATOM + r",(\d+),(\d+),(\w+),(\w+),(\d+),(\d+),(\d+),(\d+)\)"),
-    "serial": re.compile(r"\bchild_serial\((\d+)," + _ATOM + r",(\d+)\)"),
-    "alloc": re.compile(r"\balloc\((\d+)," + _ATOM + r",(\w+),(\d+)\)"),
-    "kcost": re.compile(r"\bkernel_cost\((\d+),(\w+),(-?\d+)\)"),
-    "error": re.compile(r'\berror\(("(?:[^"\\]|\\.)*"|[^()]*(?:\([^()]*\))?)\)'),
-}
 _ACTION = re.compile(r"(\w+)(?:\(([^()]*)\))?$")
 SPLIT_MIN = 40  # classes per worker below which one in-process call is faster
 
@@ -140,22 +128,22 @@ class Engine:
         return facts
 
     # ------------------------------------------------------------------------ clingo
-    def _run(self, facts: list[str], nspecs: int) -> str:
-        """Ground and solve the rule files with `facts` in this process; clingo's text answer."""
+    def _run(self, facts: list[str], nspecs: int) -> list:
+        """Ground and solve the rule files with `facts` in this process; the parsed answer."""
         t0 = time.perf_counter()
-        text = self._check(*clingo_run.answer(self._files, self._text(facts)))
+        parsed = self._check(*clingo_run.parsed_answer(self._files, self._text(facts), nspecs))
         self._count(nspecs, time.perf_counter() - t0)
-        return text
+        return parsed
 
     def _run_split(self, chunks: list[list[str]], sizes: list[int]):
         """Ground several chunks of facts side by side in worker processes; yields
-        (chunk index, text answer) as each finishes."""
+        (chunk index, parsed answer) as each finishes."""
         t0 = time.perf_counter()
-        futs = {clingo_run.submit(self._files, self._text(f)): i for i, f in enumerate(chunks)}
+        futs = {clingo_run.submit(self._files, self._text(f), sizes[i]): i for i, f in enumerate(chunks)}
         for fut in as_completed(futs):
-            text = self._check(*fut.result())
+            parsed = self._check(*fut.result())
             self._count(sizes[futs[fut]], time.perf_counter() - t0)
-            yield futs[fut], text
+            yield futs[fut], parsed
             t0 = time.perf_counter()
 
     def _text(self, facts: list[str]) -> str:
@@ -167,78 +155,39 @@ class Engine:
         self.stats.seconds += seconds
 
     @staticmethod
-    def _check(rc: int, text: str, errs: str) -> str:
+    def _check(rc: int, parsed, errs: str, errors: list[str]) -> list:
         if rc not in (10, 30):
             if rc == 20:
                 raise RuleError("the logic files have no answer set (a constraint rejects the input facts)")
             raise RuleError("clingo failed on the logic files:\n" + errs.strip())
-        errors = _RE["error"].findall(text)
         if errors:
-            raise RuleError("the logic files report errors:\n" + "\n".join(e.strip('"') for e in errors))
-        return text
+            raise RuleError("the logic files report errors:\n" + "\n".join(errors))
+        return parsed
 
     # ---------------------------------------------------------------------- decoding
-    def _decode(self, specs: list[Spec], text: str, requested: dict[int, tuple[Action, str]] | None = None):
-        n = len(specs)
-        acts: list[dict[str, dict]] = [dict() for _ in range(n)]
-        bads: list[dict[str, list[str]]] = [dict() for _ in range(n)]
-        kcost: list[dict[str, int]] = [dict() for _ in range(n)]
-        for sid, a in _RE["action"].findall(text):
-            acts[int(sid)][a] = {}
-        for sid, a, why in _RE["bad"].findall(text):
-            bads[int(sid)].setdefault(a, []).append(why)
-        for sid, k, c in _RE["kcost"].findall(text):
-            kcost[int(sid)][k] = int(c)
-
-        def child(sid, a, i):
-            d = acts[int(sid)].get(a)
-            if d is None:
-                return None
-            c = d.get(i)
-            if c is None:
-                c = d[i] = {"dims": {}, "ops": {}, "serial": False}
-            return c
-
-        for sid, a, i, k in _RE["kind"].findall(text):
-            c = child(sid, a, int(i))
-            if c is not None:
-                c["kind"] = camel(k)
-        for sid, a, i, d, x in _RE["dim"].findall(text):
-            c = child(sid, a, int(i))
-            if c is not None:
-                c["dims"][int(d)] = int(x)
-        for sid, a, i, op, dt, lv, al, cg, v, lay in _RE["op"].findall(text):
-            c = child(sid, a, int(i))
-            if c is not None:
-                c["ops"][int(op)] = (dt, lv, al, cg, v, lay)
-        for sid, a, i in _RE["serial"].findall(text):
-            c = child(sid, a, int(i))
-            if c is not None:
-                c["serial"] = True
-        allocs: list[dict[str, tuple[int, int]]] = [dict() for _ in range(n)]
-        for sid, a, lv, u in _RE["alloc"].findall(text):
-            allocs[int(sid)][a] = (self.target.level(lv).index, int(u))
+    def _decode(self, specs: list[Spec], parsed: list, requested: dict[int, tuple[Action, str]] | None = None):
         out = []
-        for sid, spec in enumerate(specs):
+        for sid, (spec, (acts, bads, kcost, allocs)) in enumerate(zip(specs, parsed)):
             exps = []
-            for a, kids in acts[sid].items():
+            for a, kids in acts.items():
                 action = self._action(spec, a, requested.get(sid) if requested else None)
                 keys = tuple(sorted(kids))
                 children = tuple(self._child(kids[k]) for k in keys)
-                kc = kcost[sid].get(_ACTION.match(a).group(2) or "") if a.startswith("select(") else None
-                exps.append(Expansion(action, children, keys, kc, allocs[sid].get(a)))
+                kc = kcost.get(_ACTION.match(a).group(2) or "") if a.startswith("select(") else None
+                al = allocs.get(a)
+                if al is not None:
+                    al = (self.target.level(al[0]).index, al[1])
+                exps.append(Expansion(action, children, keys, kc, al))
             exps.sort(key=lambda e: str(e.action))
-            out.append((exps, bads[sid]))
+            out.append((exps, bads))
         return out
 
-    def _child(self, c: dict) -> Spec:
+    def _child(self, key: tuple) -> Spec:
         """The spec class a child's atoms describe; the same child recurs under many
-        parents, so decoded atoms map to one shared object."""
-        dims, ops = c["dims"], c["ops"]
-        key = (c["kind"], tuple(dims[d] for d in sorted(dims)), tuple(ops[i] for i in sorted(ops)), c["serial"])
+        parents, so each distinct key maps to one shared object."""
         spec = self._children.get(key)
         if spec is None:
-            spec = self._children[key] = build_child(c["kind"], dims, ops, c["serial"], self.ids)
+            spec = self._children[key] = build_child(*key, self.ids)
         return spec
 
     def _action(self, spec: Spec, text: str, req) -> Action:
@@ -281,8 +230,8 @@ class Engine:
                     facts += spec_facts(i, c, self.target, self.ids)
                 chunks.append(facts)
             answers = self._run_split(chunks, [len(p) for p in parts]) if n > 1 else [(0, self._run(chunks[0], len(parts[0])))]
-            for j, text in answers:
-                for c, (exps, _) in zip(parts[j], self._decode(parts[j], text)):
+            for j, parsed in answers:
+                for c, (exps, _) in zip(parts[j], self._decode(parts[j], parsed)):
                     self._class_cache[c] = exps
         for s in specs:
             exps = self._cache.get(s)

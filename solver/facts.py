@@ -81,10 +81,10 @@ def kind_name(sym: clingo.Symbol) -> str:
 _DTYPES = {d.short: d for d in Dtype}
 
 
-def build_child(kind: str, dims: dict[int, int], ops: dict[int, tuple], serial: bool, ids: "LayoutIds") -> Spec:
-    shape = tuple(dims[d] for d in sorted(dims))
+def build_child(kind: str, shape: tuple[int, ...], ops: tuple[tuple, ...], serial: bool, ids: "LayoutIds") -> Spec:
+    """The canonical spec a child's atoms describe (kind in snake case, operands as
+    (dtype, level, aligned, contiguity, vector size, layout id) text)."""
     operands = []
-    for i in sorted(ops):
-        dt, lv, al, c, v, lay = ops[i]
+    for dt, lv, al, c, v, lay in ops:
         operands.append(TensorSpec(_DTYPES[dt], lv.upper(), ids.layouts[int(lay)], al == "1", int(c), int(v) or None))
-    return Spec(kind, shape, tuple(operands), serial, ()).canonical()
+    return Spec(camel(kind), shape, tuple(operands), serial, ()).canonical()

@@ -1,0 +1,79 @@
+"""Reading clingo's printed answer: the atoms of the contract (encodings/README.md)
+grouped per spec, action and child, as plain tuples of strings and ints.
+
+This runs where clingo ran (a worker process, for big batches), so scanning the text is
+done in parallel too; the result pickles cheaply and the engine only turns it into Specs.
+"""
+from __future__ import annotations
+
+import re
+
+_ATOM = r"(\w+(?:\([^()]*\))?)"  # an action term such as tile1(2,4,0) or to_accum
+RE = {
+    "action": re.compile(r"\baction\((\d+)," + _ATOM + r"\)"),
+    "bad": re.compile(r"\bbad\((\d+)," + _ATOM + r',"((?:[^"\\]|\\.)*)"\)'),
+    "kind": re.compile(r"\bchild_kind\((\d+)," + _ATOM + r",(\d+),(\w+)\)"),
+    "dim": re.compile(r"\bchild_dim\((\d+)," + _ATOM + r",(\d+),(\d+),(\d+)\)"),
+    "op": re.compile(r"\bchild_operand\((\d+)," + _ATOM + r",(\d+),(\d+),(\w+),(\w+),(\d+),(\d+),(\d+),(\d+)\)"),
+    "serial": re.compile(r"\bchild_serial\((\d+)," + _ATOM + r",(\d+)\)"),
+    "alloc": re.compile(r"\balloc\((\d+)," + _ATOM + r",(\w+),(\d+)\)"),
+    "kcost": re.compile(r"\bkernel_cost\((\d+),(\w+),(-?\d+)\)"),
+    "error": re.compile(r'\berror\(("(?:[^"\\]|\\.)*"|[^()]*(?:\([^()]*\))?)\)'),
+}
+
+# A child, as its atoms describe it: (kind, dims in order, operands in order, serial);
+# an operand is (dtype, level, aligned, contiguity, vector size, layout id) as text.
+ChildKey = tuple
+
+
+def errors(text: str) -> list[str]:
+    return [e.strip('"') for e in RE["error"].findall(text)]
+
+
+def parse(text: str, n: int) -> list[tuple[dict, dict, dict, dict]]:
+    """Per spec id 0..n-1: (actions: action text -> {child index: ChildKey},
+    reasons: action text -> [why], kernel costs: kernel -> cost,
+    allocations: action text -> (level name, units))."""
+    acts: list[dict[str, dict]] = [dict() for _ in range(n)]
+    bads: list[dict[str, list[str]]] = [dict() for _ in range(n)]
+    kcost: list[dict[str, int]] = [dict() for _ in range(n)]
+    allocs: list[dict[str, tuple[str, int]]] = [dict() for _ in range(n)]
+    for sid, a in RE["action"].findall(text):
+        acts[int(sid)][a] = {}
+    for sid, a, why in RE["bad"].findall(text):
+        bads[int(sid)].setdefault(a, []).append(why)
+    for sid, k, c in RE["kcost"].findall(text):
+        kcost[int(sid)][k] = int(c)
+    for sid, a, lv, u in RE["alloc"].findall(text):
+        allocs[int(sid)][a] = (lv, int(u))
+
+    def child(sid, a, i):
+        d = acts[int(sid)].get(a)
+        if d is None:
+            return None
+        c = d.get(i)
+        if c is None:
+            c = d[i] = [None, {}, {}, False]
+        return c
+
+    for sid, a, i, k in RE["kind"].findall(text):
+        c = child(sid, a, int(i))
+        if c is not None:
+            c[0] = k
+    for sid, a, i, d, x in RE["dim"].findall(text):
+        c = child(sid, a, int(i))
+        if c is not None:
+            c[1][int(d)] = int(x)
+    for sid, a, i, op, *rest in RE["op"].findall(text):
+        c = child(sid, a, int(i))
+        if c is not None:
+            c[2][int(op)] = tuple(rest)
+    for sid, a, i in RE["serial"].findall(text):
+        c = child(sid, a, int(i))
+        if c is not None:
+            c[3] = True
+    for per in acts:
+        for kids in per.values():
+            for i, (k, dims, ops, serial) in kids.items():
+                kids[i] = (k, tuple(dims[d] for d in sorted(dims)), tuple(ops[o] for o in sorted(ops)), serial)
+    return list(zip(acts, bads, kcost, allocs))
