@@ -1,6 +1,7 @@
 """The affine cost model of paper section 3, peak memory and depth.
 
-c(loop)   = ceil(trips / threads if parallel) * c(body) + sum c(boundary) [+ parallel overhead]
+c(loop)   = ceil(trips / threads if parallel) * (c(body) + loop overhead) + sum c(boundary)
+            [+ parallel overhead]   (loop overhead: tgt_loop_overhead/1, 0 if absent)
 c(block)  = sum c(children)           c(pipeline) = sum c(children)
 c(alloc)  = m(src) + m(dest) + sum c(children)
 c(kernel) = the kernel's cost from the target's logic files
@@ -59,7 +60,7 @@ def loop_cost(node: Loop, body_cost: int, boundary_costs, target: Target) -> int
     trips = node.trips
     if node.parallel:
         trips = -(-trips // target.threads)
-    total = trips * body_cost + sum(boundary_costs)
+    total = trips * (body_cost + target.loop_per_iter) + sum(boundary_costs)
     if node.parallel:
         total += target.parallel_setup + target.parallel_per_iter * trips
     return total

@@ -51,6 +51,7 @@ class Target:
     parallel_setup: int
     parallel_per_iter: int
     move_dests: frozenset[tuple[str, str]]
+    loop_per_iter: int = 0  # tgt_loop_overhead/1: cost of one (per-thread) loop iteration
     kernel_c: dict[tuple[str, str], str] = field(default_factory=dict)  # (kernel, dtype) -> C
 
     def level(self, name: str) -> Level:
@@ -152,6 +153,7 @@ def load_target_file(entry: Path, extra: tuple[Path, ...] = ()) -> Target:
         parallel_setup=setup,
         parallel_per_iter=per_iter,
         move_dests=frozenset((str(a).upper(), str(b).upper()) for a, b in atoms.get("tgt_move_dest", [])),
+        loop_per_iter=one("tgt_loop_overhead")[0] if "tgt_loop_overhead" in atoms else 0,
         kernel_c=kernel_c,
     )
 
