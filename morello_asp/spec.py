@@ -86,8 +86,8 @@ class Spec:
             object.__setattr__(self, "_hash", h)
         return h
 
-    def __getstate__(self):  # cached hash and class are per process (string hashing is salted)
-        return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_class")}
+    def __getstate__(self):  # cached hash, class and coordinates are per process
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
 
     # ---- the search's fast paths ---------------------------------------------------
     # The DP builds millions of specs that differ from a known one only in their limits;

@@ -29,6 +29,18 @@ def _pow2(n: int) -> bool:
 
 
 def to_coords(spec: Spec, levels=DEFAULT_LEVELS) -> tuple[str, tuple[int, ...]]:
+    # The key and the non-limit part of the point depend on the spec class only; the
+    # search asks for them millions of times, so they are kept on the class object.
+    cls = spec.without_limits
+    cached = cls.__dict__.get("_coords")
+    if cached is None or cached[0] != (levels, len(spec.limits)):
+        key, point = _class_coords(cls, levels, len(spec.limits))
+        cached = ((levels, len(spec.limits)), key, point)
+        object.__setattr__(cls, "_coords", cached)
+    return cached[1], cached[2] + tuple(spec.limits)
+
+
+def _class_coords(spec: Spec, levels, nlimits: int) -> tuple[str, tuple[int, ...]]:
     pow2 = all(_pow2(d) for d in spec.shape)
     key = {
         "kind": spec.kind,
@@ -36,7 +48,7 @@ def to_coords(spec: Spec, levels=DEFAULT_LEVELS) -> tuple[str, tuple[int, ...]]:
         "serial": spec.serial,
         "ops": [[o.dtype.name, str(o.layout)] for o in spec.operands],
         "levels": list(levels),
-        "nlimits": len(spec.limits),
+        "nlimits": nlimits,
     }
     if not pow2:
         key["shape"] = list(spec.shape)
@@ -50,7 +62,6 @@ def to_coords(spec: Spec, levels=DEFAULT_LEVELS) -> tuple[str, tuple[int, ...]]:
             -1 if o.contig is None else o.contig,
             int(o.aligned),
         ]
-    point += list(spec.limits)
     return json.dumps(key, sort_keys=True, separators=(",", ":")), tuple(point)
 
 

@@ -128,7 +128,9 @@ class Search:
             if not d.feasible:
                 return None
             kids.append(d)
-        node = node_from_expansion(spec, e)
+        node = e.derived.get("node")
+        if node is None:  # the node's cost and peak rules do not depend on the limits
+            node = e.derived["node"] = node_from_expansion(spec, e)
         cost = node_cost(node, [k.cost for k in kids], self.target)
         peak = node_peak(node, [k.peak for k in kids], self.target)
         depth = 1 + max((k.depth for k in kids), default=0)

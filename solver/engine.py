@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 from concurrent.futures import as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import clingo
@@ -78,6 +78,9 @@ class Expansion:
     keys: tuple[int, ...]  # tile: region masks; move: 0 load, 1 body, 2 store; to_accum: 0, 1
     kernel_cost: int | None = None
     alloc: tuple[int, int] | None = None  # (level index, units) the rewrite allocates
+    # Shared by a class's expansion and its copies under each limit vector: what the
+    # search derives once per class (the IR node its cost and peak are computed from).
+    derived: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
 
 @dataclass
@@ -260,7 +263,7 @@ class Engine:
                 if k is None:
                     k = interned[(c, lims)] = c.with_limits(lims)
                 kids.append(k)
-            out.append(Expansion(e.action, tuple(kids), e.keys, e.kernel_cost, e.alloc))
+            out.append(Expansion(e.action, tuple(kids), e.keys, e.kernel_cost, e.alloc, e.derived))
         return out
 
     def expand(self, spec: Spec) -> list[Expansion]:
