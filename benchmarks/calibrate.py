@@ -93,20 +93,21 @@ def main(argv=None) -> int:
     rows = [terms.features(p) for p in progs]
     theta_ns, const_ns = fit(rows, seconds, PS_PER_UNIT / 1000)
     unit_ns = PS_PER_UNIT / 1000
-    weights, cal = terms.split(theta_ns / unit_ns)
+    cal = terms.split(theta_ns / unit_ns)
+    kc = cal.kernels
     for k in terms.kernels:  # kernels whose work never varies: their per-unit number is moot
         if not any(r[terms.names.index(f"{k}.per_unit")] for r in rows):
-            cal[k] = (cal[k][0], 0)
+            kc[k] = (kc[k][0], 0)
     unseen = [k for k in terms.kernels if not any(r[terms.names.index(f"{k}.fixed")] for r in rows)]
     for k in unseen:  # never timed: never free, so the search does not pick it blindly
-        cal[k] = (max(f for f, _ in cal.values()), max(p for _, p in cal.values()))
+        kc[k] = (max(f for f, _ in kc.values()), max(p for _, p in kc.values()))
     header = default_header(METHOD.format(n=len(progs), specs=", ".join(args.specs)))
     if unseen:
         header += f"\nNot seen in any training program (given the largest fitted costs): {', '.join(unseen)}."
-    write_target(args.out, name, base, weights, cal, header)
+    write_target(args.out, name, base, cal, header)
 
     engine = Engine(str(args.out))  # the written file loads, and its costs are the fitted ones
-    theta_units = [v for v in _theta(terms, weights, cal)]
+    theta_units = terms.theta(cal)
     for p, r in zip(progs, rows):
         want = sum(a * b for a, b in zip(r, theta_units))
         got = recost(p, engine)
@@ -120,22 +121,15 @@ def main(argv=None) -> int:
     units = {"broadcast_vec_mult_add": "vector", "dot_product_loop": "vector of lhs", "memset_zero": "value",
              "vector_assign": "vector"}
     for k in terms.kernels:
-        f, p = cal[k]
+        f, p = kc[k]
         print(f"{k:<24} {f * unit_ns:>12.3f} {p * unit_ns:>12.3f}   {units.get(k, '-')}{'  (not seen)' if k in unseen else ''}")
-    for lv, w in weights.items():
+    for lv, w in cal.weights.items():
         print(f"{'move, per line in ' + lv:<24} {w * unit_ns:>12.3f}")
+    print(f"{'loop, per iteration':<24} {cal.loop_per_iter * unit_ns:>12.3f}")
     print(f"training Spearman(cost, time): avx2 {spearman([p.cost.main for p in progs], seconds):.3f}, "
           f"{name} {spearman(pred, seconds):.3f}")
     print(f"wrote {args.out}")
     return 0
-
-
-def _theta(terms: CostTerms, weights, cal) -> list[int]:
-    out = []
-    for n in terms.names:
-        what, part = n.rsplit(".", 1)
-        out.append(weights[what] if part == "line" else cal[what][0 if part == "fixed" else 1])
-    return out
 
 
 if __name__ == "__main__":

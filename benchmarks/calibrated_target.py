@@ -3,17 +3,18 @@ its numbers.
 
 The calibrated target keeps every rule of `avx2/machine.lp` and `avx2/kernels.lp`
 (read with clingo's parser) except the numbers calibration replaces: the level weights
-(`tgt_level/6`) and the kernel costs (`kernel_cost/3`), which become
-`Fixed + PerUnit * U` (`avx2/kernel_units.lp`). One cost unit is 1 ps.
+(`tgt_level/6`), the cost of one loop iteration (`tgt_loop_overhead/1`) and the kernel
+costs (`kernel_cost/3`), which become `Fixed + PerUnit * U` (`avx2/kernel_units.lp`).
+One cost unit is 1 ps.
 
 With the weights of RF and VRF held at 0, the cost of a serial program is linear in
-theta = (per kernel: Fixed, PerUnit; per memory level: weight), so
+theta = (per kernel: Fixed, PerUnit; per memory level: weight; per loop iteration), so
 cost(program) = features(program) . theta, and theta can be fitted to measured times.
 """
 from __future__ import annotations
 
 import datetime
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import clingo.ast as cast
@@ -26,7 +27,17 @@ from morello_asp.target import ENCODINGS, Target
 PS_PER_UNIT = 1  # one cost unit of the calibrated target, in picoseconds
 TARGETS = ENCODINGS / "targets"
 BASE = TARGETS / "avx2"
-REPLACED = {"tgt_name", "tgt_level", "kernel_cost"}
+REPLACED = {"tgt_name", "tgt_level", "tgt_loop_overhead", "kernel_cost"}
+LOOP = "loop.iter"  # the feature and number of tgt_loop_overhead/1
+
+
+@dataclass
+class Calibration:
+    """The numbers a calibrated target replaces (cost units)."""
+
+    weights: dict[str, int] = field(default_factory=dict)  # level name -> cost per line
+    kernels: dict[str, tuple[int, int]] = field(default_factory=dict)  # kernel -> (Fixed, PerUnit)
+    loop_per_iter: int = 0
 
 
 def _head_name(stmt) -> str | None:
@@ -59,30 +70,29 @@ def kernels_of(target: Target) -> list[str]:
     return sorted(str(a.symbol.arguments[0]) for a in ctl.symbolic_atoms.by_signature("tgt_kernel", 1))
 
 
-def target_text(name: str, base: Target, weights: dict[str, int], calibration: dict[str, tuple[int, int]],
-                header: str = "", include_dir: Path | None = None) -> str:
-    """The fact file of a calibrated target. `weights`: level name -> cost per line;
-    `calibration`: kernel -> (Fixed, PerUnit). Includes are relative to encodings/targets
+def target_text(name: str, base: Target, cal: Calibration, header: str = "", include_dir: Path | None = None) -> str:
+    """The fact file of a calibrated target. Includes are relative to encodings/targets
     unless `include_dir` is given (for files written elsewhere)."""
     inc = (lambda f: str(BASE / f)) if include_dir else (lambda f: f"avx2/{f}")
     lines = [f"% {l}" if l else "%" for l in header.splitlines()]
     lines += ["", f"tgt_name({name}).", ""]
     for lv in base.levels:
-        w = weights.get(lv.name, lv.weight)
+        w = cal.weights.get(lv.name, lv.weight)
         lines.append(f"tgt_level({lv.atom}, {lv.index}, {lv.capacity}, {lv.unit}, {w}, {lv.kind}).")
-    lines += ["", "% avx2/machine.lp without tgt_name and tgt_level:"]
+    lines += ["", "% Cost of one loop iteration (calibrated):", f"tgt_loop_overhead({cal.loop_per_iter})."]
+    lines += ["", "% avx2/machine.lp without tgt_name, tgt_level and tgt_loop_overhead:"]
     lines += kept_rules(BASE / "machine.lp")
     lines += ["", "% avx2/kernels.lp without kernel_cost (applicability unchanged):"]
     lines += kept_rules(BASE / "kernels.lp")
     lines += ["", "% Calibrated kernel costs: Fixed + PerUnit * kernel_units (1 ps units)."]
-    lines += [f"tgt_kernel_calibration({k}, {f}, {p})." for k, (f, p) in sorted(calibration.items())]
+    lines += [f"tgt_kernel_calibration({k}, {f}, {p})." for k, (f, p) in sorted(cal.kernels.items())]
     lines += ["", f'#include "{inc("kernel_units.lp")}".', f'#include "{inc("kernels_c.lp")}".', ""]
     return "\n".join(lines)
 
 
-def write_target(path: Path, name: str, base: Target, weights, calibration, header: str = "") -> Path:
+def write_target(path: Path, name: str, base: Target, cal: Calibration, header: str = "") -> Path:
     in_targets = path.resolve().parent == TARGETS.resolve()
-    path.write_text(target_text(name, base, weights, calibration, header, None if in_targets else BASE))
+    path.write_text(target_text(name, base, cal, header, None if in_targets else BASE))
     return path
 
 
@@ -95,7 +105,8 @@ def default_header(method: str) -> str:
 class CostTerms:
     """features(program): how much each calibrated number contributes to its cost.
 
-    Kernel sizes (U) come from the logic files themselves: a probe target whose every
+    The loop feature counts loop iterations executed: each Loop node's trips times the
+    number of times the node itself runs. Kernel sizes (U) come from the logic files themselves: a probe target whose every
     kernel costs exactly its units (Fixed 0, PerUnit 1) is asked for each kernel spec.
     """
 
@@ -107,10 +118,11 @@ class CostTerms:
         self.base = base
         self.kernels = kernels_of(base)
         self.levels = list(levels)
-        self.names = [f"{k}.fixed" for k in self.kernels] + [f"{k}.per_unit" for k in self.kernels] + [f"{lv}.line" for lv in self.levels]
+        self.names = ([f"{k}.fixed" for k in self.kernels] + [f"{k}.per_unit" for k in self.kernels]
+                      + [f"{lv}.line" for lv in self.levels] + [LOOP])
         d = Path(workdir or tempfile.mkdtemp(prefix="morello-cal-"))
         d.mkdir(parents=True, exist_ok=True)
-        probe = write_target(d / "avx2_units.lp", "avx2_units", base, {}, {k: (0, 1) for k in self.kernels})
+        probe = write_target(d / "avx2_units.lp", "avx2_units", base, Calibration(kernels={k: (0, 1) for k in self.kernels}))
         self.units_engine = Engine(str(probe))
         self._one_level = {lv: self._weights_target({l.name: int(l.name == lv) for l in base.levels}) for lv in self.levels}
         self._units: dict = {}
@@ -134,6 +146,7 @@ class CostTerms:
             if isinstance(node, Loop):
                 if node.parallel:
                     raise ValueError("CostTerms covers serial programs (parallel loops add a fixed overhead)")
+                f[LOOP] += mult * node.trips
                 walk(node.body, mult * node.trips)
                 for b in node.boundaries:
                     walk(b, mult)
@@ -152,9 +165,26 @@ class CostTerms:
         walk(impl, 1)
         return [f[n] for n in self.names]
 
-    def split(self, theta) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
-        """theta (in cost units, aligned with self.names) -> (level weights, kernel calibration)."""
+    def split(self, theta) -> Calibration:
+        """theta (in cost units, aligned with self.names) -> the target's numbers."""
         t = dict(zip(self.names, (int(round(x)) for x in theta)))
-        weights = {lv: t[f"{lv}.line"] for lv in self.levels}
-        cal = {k: (t[f"{k}.fixed"], t[f"{k}.per_unit"]) for k in self.kernels}
-        return weights, cal
+        return Calibration({lv: t[f"{lv}.line"] for lv in self.levels},
+                           {k: (t[f"{k}.fixed"], t[f"{k}.per_unit"]) for k in self.kernels}, t[LOOP])
+
+    def theta(self, cal: Calibration) -> list[int]:
+        """The inverse of split: cal's numbers aligned with self.names."""
+        t = {LOOP: cal.loop_per_iter}
+        t.update({f"{lv}.line": w for lv, w in cal.weights.items()})
+        for k, (fixed, per_unit) in cal.kernels.items():
+            t[f"{k}.fixed"], t[f"{k}.per_unit"] = fixed, per_unit
+        return [t[n] for n in self.names]
+
+
+def read_calibration(target: Target) -> Calibration:
+    """The calibrated numbers of a loaded calibrated target (its first file's facts)."""
+    kernels = {}
+    for line in Path(target.files[0]).read_text().splitlines():
+        if line.startswith("tgt_kernel_calibration("):
+            k, f, p = line[len("tgt_kernel_calibration("):-2].split(", ")
+            kernels[k] = (int(f), int(p))
+    return Calibration({lv.name: lv.weight for lv in target.levels}, kernels, target.loop_per_iter)

@@ -14,7 +14,7 @@ from morello_asp.target import get_target
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from alternatives import recost, sample_program  # noqa: E402
-from calibrated_target import CostTerms  # noqa: E402
+from calibrated_target import LOOP, CostTerms, read_calibration  # noqa: E402
 
 
 def test_calibrated_target_synthesizes_a_matmul_that_matches_numpy():
@@ -31,25 +31,24 @@ def test_calibrated_target_synthesizes_a_matmul_that_matches_numpy():
 
 def test_cost_is_the_linear_function_calibration_fits():
     """features(program) . numbers == the cost the calibrated target's logic files give,
-    for programs of different shapes (so kernel units, trips and lines all vary)."""
+    for programs of different shapes (so kernel units, loop trips and lines all vary),
+    and the fitted per-iteration loop cost is one of those numbers."""
     search = make_search("avx2")
     engine = get_engine("avx2_calibrated")
     terms = CostTerms(get_target("avx2"))
+    cal = read_calibration(engine.target)
     text = Path(engine.target.files[0]).read_text()
-    numbers = {}
-    for line in text.splitlines():
-        if line.startswith("tgt_kernel_calibration("):
-            k, f, p = line[len("tgt_kernel_calibration("):-2].split(", ")
-            numbers[f"{k}.fixed"], numbers[f"{k}.per_unit"] = int(f), int(p)
-    for lv in engine.target.levels:
-        numbers[f"{lv.name}.line"] = lv.weight
-    theta = [numbers[n] for n in terms.names]
+    assert cal.loop_per_iter > 0 and f"tgt_loop_overhead({cal.loop_per_iter})." in text.splitlines()
+    theta = terms.theta(cal)
     rng = random.Random(0)
     spec = parse_spec("Matmul(4x4x4, f32)")
     progs = [sample_program(search, spec, rng, k=4, p_opt=0.3, depth=8) for _ in range(6)]
+    iters = set()
     for imp in progs:
-        want = sum(a * b for a, b in zip(terms.features(imp), theta))
-        assert recost(imp, engine) == want
+        f = terms.features(imp)
+        iters.add(f[terms.names.index(LOOP)])
+        assert recost(imp, engine) == sum(a * b for a, b in zip(f, theta))
+    assert len(iters) > 1 and max(iters) > 0  # the loop term varies, so it is really in the cost
     for fn in compile_many(progs):
         err, tol = fn.check()
         assert err <= tol
