@@ -1,7 +1,8 @@
-"""GFLOP/s of the hand-scheduled f32 matmul (examples/fast_matmul.py) next to numpy,
-measured side by side in one run, both single-threaded.
+"""GFLOP/s of f32 matmul programs next to numpy, measured side by side in one run,
+both single-threaded.
 
-    python benchmarks/matmul.py --sizes 256 512 1024 [--plot out.png]
+    python benchmarks/matmul.py --sizes 256 512 1024 [--plot out.png]   # hand schedule
+    python benchmarks/matmul.py --suite standard [--db F] [--plot out.png]  # synthesized / guided
 """
 from __future__ import annotations
 
@@ -41,38 +42,79 @@ def run(sizes, check: bool = True):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description="f32 matmul: morello-asp hand schedule vs numpy, single-threaded")
-    ap.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024])
+    ap = argparse.ArgumentParser(description="f32 matmul: morello-asp vs numpy, single-threaded")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024], help="n^3, hand schedule")
+    ap.add_argument("--suite", choices=["standard"], help="synthesized / user-guided programs of a suite")
+    ap.add_argument("--only", nargs="+", metavar="SIZE", help="suite sizes to run, e.g. 256 18x32x96 (m x n x k)")
+    ap.add_argument("--db", help="memo table shared by the suite's sizes (default benchmarks/.suite.db)")
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds per size")
+    ap.add_argument("--recipe-check", type=int, nargs="*", metavar="N", default=None,
+                    help="also compare the synthesized n^3 program with the hand recipe (default n = 64)")
     ap.add_argument("--plot", help="write a bar chart to this PNG")
     args = ap.parse_args(argv)
-    rows = run(args.sizes)
     core = os.environ.get("OPENBLAS_CORETYPE", "auto-detected")
+    if args.suite:
+        return suite_main(args, core)
+    rows = run(args.sizes)
     print(f"f32 Matmul NxNxN, single thread; numpy = OpenBLAS with OPENBLAS_CORETYPE={core}"
           f"{' (Haswell: AVX2 kernels, like ours)' if core.lower() == 'haswell' else ''}")
     print(f"{'N':>6} {'morello-asp GFLOP/s':>20} {'numpy GFLOP/s':>14} {'ratio':>7}")
     for s, ours, ref in rows:
         print(f"{s:>6} {ours:>20.2f} {ref:>14.2f} {ours / ref:>7.2f}")
     if args.plot:
-        try:
-            import matplotlib
-        except ImportError:
-            raise SystemExit("--plot needs matplotlib: pip install -e '.[bench]'") from None
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        x = np.arange(len(rows))
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        ax.bar(x - 0.2, [r[1] for r in rows], 0.4, label="morello-asp (hand schedule, AVX2)")
-        ax.bar(x + 0.2, [r[2] for r in rows], 0.4, label=f"numpy / OpenBLAS ({core})")
-        ax.set_xticks(x, [str(r[0]) for r in rows])
-        ax.set_xlabel("N (f32 NxNxN matmul, 1 thread)")
-        ax.set_ylabel("GFLOP/s")
-        ax.set_ylim(0, 1.35 * max(max(r[1], r[2]) for r in rows))
-        ax.legend(loc="upper center", ncols=1, fontsize=8)
-        fig.tight_layout()
-        fig.savefig(args.plot, dpi=120)
-        print(f"wrote {args.plot}")
+        plot(args.plot, [(str(s), ours, ref) for s, ours, ref in rows], "morello-asp (hand schedule, AVX2)", core,
+             "N (f32 NxNxN matmul, 1 thread)")
     return 0
+
+
+def suite_main(args, core: str) -> int:
+    import matmul_suite as ms
+
+    sizes = ms.SUITES[args.suite]
+    if args.only:
+        want = set(args.only)
+        sizes = [s for s in sizes if s.label in want or f"{s.m}x{s.n}x{s.k}" in want]
+        if not sizes:
+            raise SystemExit(f"--only {' '.join(args.only)}: no such size in suite {args.suite}")
+    db = args.db or str(ms.DEFAULT_DB)
+    print(f"memo table: {db}", flush=True)
+    rows = ms.run_suite(sizes, db, args.rounds, log=lambda t: print(t, file=sys.stderr, flush=True))
+    ms.print_table(rows, core)
+    if args.recipe_check is not None:
+        print("\nsearch space check: the synthesizer's n^3 program vs the hand recipe (examples/fast_matmul.py)")
+        print(f"{'n':>5} {'program':>12} {'cost':>12} {'in search space':>16} {'GFLOP/s':>8} {'numpy':>7} {'ratio':>6}")
+        for n in args.recipe_check or [64]:
+            for r in ms.recipe_check(n, db, args.rounds):
+                why = "yes" if r["in_space"] else "no: " + "; ".join(f"{a} on {sp}" for _, sp, a in r["outside"][:2])
+                print(f"{n:>5} {r['program']:>12} {r['cost']:>12,} {why:>16} {r['gflops']:>8.1f} {r['numpy']:>7.1f} "
+                      f"{r['gflops'] / r['numpy']:>6.2f}")
+    if args.plot:
+        plot(args.plot, [(f"{r.size.label}\n{r.mode[0]}", r.gflops, r.numpy_gflops) for r in rows],
+             "morello-asp (s: synthesized, g: user-guided; AVX2)", core, "m x n x k (square: n)")
+    return 0
+
+
+def plot(path: str, bars, ours_label: str, core: str, xlabel: str) -> None:
+    """Bar chart of (label, ours, numpy) GFLOP/s."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit("--plot needs matplotlib: pip install -e '.[bench]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = np.arange(len(bars))
+    fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(bars)), 3.8))
+    ax.bar(x - 0.2, [b[1] for b in bars], 0.4, label=ours_label)
+    ax.bar(x + 0.2, [b[2] for b in bars], 0.4, label=f"numpy / OpenBLAS ({core})")
+    ax.set_xticks(x, [b[0] for b in bars], fontsize=7)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("GFLOP/s")
+    ax.set_ylim(0, 1.35 * max(max(b[1], b[2]) for b in bars))
+    ax.legend(loc="upper center", ncols=1, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

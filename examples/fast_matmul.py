@@ -52,14 +52,21 @@ def _register_block(h):
 
 
 def _pack(mv):
-    """Move(1 x k x n) row-major -> packed panels, 16 values at a time."""
-    mv = mv.tile([1, 1, NR]).move_param(0, "L1").move_param(1, "L1", PACK)
-    return mv.subschedule([0, 0, 0], lambda b: b.tile([1, 1, 1])).select("ValueAssign")
+    """Move(1 x k x n) row-major -> packed panels, one row of B at a time, 16 values at
+    a time (one dimension per tile, as the search tiles)."""
+    _, k, n = mv.spec.shape
+    if k > 1:
+        mv = mv.tile([1, 1, n])
+    if n > NR:
+        mv = mv.tile([1, 1, NR])
+    mv = mv.move_param(0, "L1").move_param(1, "L1", PACK)
+    return mv.tile([1, 1, 1]).select("ValueAssign")
 
 
-def fast_matmul(m: int = 512, k: int = 512, n: int = 512, dtype: str = "f32"):
+def fast_matmul(m: int = 512, k: int = 512, n: int = 512, dtype: str = "f32", mr: int = MR):
     """The hand-scheduled program for Matmul(m x k x n) in GL (n a multiple of 16;
-    dtype f32 or i32, whose 8-lane kernels the recipe uses)."""
+    dtype f32 or i32, whose 8-lane kernels the recipe uses). `mr` rows per register
+    block: 6 is the classic; a power of two (4) keeps every rewrite in the search space."""
     if n % NR:
         raise ValueError(f"n must be a multiple of {NR}")
     imp = parse_spec(f"Matmul({m}x{k}x{n}, {dtype})").to_accum()
@@ -68,9 +75,9 @@ def fast_matmul(m: int = 512, k: int = 512, n: int = 512, dtype: str = "f32"):
     imp = imp.subschedule([1, 0], _pack)
     if n > NR:
         imp = imp.tile([1, m, k, NR])  # loop over 16-wide panels of B (and of C)
-    if m > MR:  # loop over 6-row blocks of A (and of C); a remainder block is a boundary
+    if m > mr:  # loop over mr-row blocks of A (and of C); a remainder block is a boundary
         (path, _), = imp.holes()
-        imp = imp.subschedule(path, lambda panel: panel.tile([1, MR, k, NR]))
+        imp = imp.subschedule(path, lambda panel: panel.tile([1, mr, k, NR]))
     for path, _hole in imp.holes():
         imp = imp.subschedule(path, _register_block)
     return imp
