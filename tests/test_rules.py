@@ -80,6 +80,21 @@ def test_forbid_removes_to_accum(tmp_path):
     assert exps and not any("to_accum" in x.action.text().lower() or "toaccum" in x.action.text().lower() for x in exps)
 
 
+def test_relayouts_offered_only_to_the_operands_the_catalog_names(tmp_path):
+    """By default only the matmul rhs may be repacked (relayout_operand/2 in layouts.lp);
+    a user's rule file widens it to the lhs without any Python change."""
+    spec = parse_spec("Matmul(8x16x16, f32)")
+
+    def packed_ops(engine):
+        return {e.action.args[0] for e in engine.expand(spec)
+                if e.action.name == "move" and e.action.args[2].is_packed}
+
+    assert packed_ops(ENGINE) == {1}
+    p = tmp_path / "pack_lhs.lp"
+    p.write_text("relayout_operand(matmul, 0).\n")
+    assert packed_ops(Engine(rules=(p,))) == {0, 1}
+
+
 # Fully hand-written fixtures: the facts a Zero of 1x8 f32 in VRF (v8, row-major);
 # LID is the id ENGINE's LayoutIds gives the rank-2 row-major layout.
 ZERO_VRF = """
