@@ -123,10 +123,15 @@ class Engine:
             ctl.ground([("base", [])])
         except RuntimeError:
             raise RuleError("clingo cannot load the logic files:\n" + "\n".join(messages)) from None
+        from .verify import prove_catalog_layout
+
         facts = []
         for a in ctl.symbolic_atoms.by_signature("layout_cand", 3):
             term = a.symbol.arguments[1]
             lay = layout_from_symbol(term)
+            ob = prove_catalog_layout(lay, a.symbol.arguments[0].number)
+            if ob.status != "proved":
+                raise RuleError(f"layout_cand offers {lay}, which z3 does not prove: {ob.what}: {ob.status}: {ob.detail}")
             facts.append(f"layout_id({term},{self.ids.id(lay)}).")
         return facts
 

@@ -9,6 +9,7 @@ accumulating kinds and never by parallel loops; and memory stays within limits.
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from math import prod
@@ -110,6 +111,18 @@ def prove_layout(layout: Layout, shape) -> Obligation:
     if size != vol:
         return Obligation(what, "refuted", f"the buffer has {size} slots for {vol} values (padding)")
     return Obligation(what, "proved")
+
+
+@functools.lru_cache(maxsize=None)
+def prove_catalog_layout(layout: Layout, rank: int) -> Obligation:
+    """A layout a logic file offers to the search (layout_cand/3) has no shape of its own:
+    prove it at a representative one, each packed dimension twice its blocks and every
+    other dimension 3 (odd, so dropped remainders and aliasing show)."""
+    cover = [1] * rank
+    for p in layout.pdims:
+        if p.kind != "dyn" and p.dim < rank:
+            cover[p.dim] *= p.size
+    return prove_layout(layout, tuple(2 * c if c > 1 else 3 for c in cover))
 
 
 def prove_tiling(loop: Loop) -> list[Obligation]:

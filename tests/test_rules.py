@@ -95,6 +95,15 @@ def test_relayouts_offered_only_to_the_operands_the_catalog_names(tmp_path):
     assert packed_ops(Engine(rules=(p,))) == {0, 1}
 
 
+def test_a_catalog_layout_that_aliases_is_rejected_when_loaded(tmp_path):
+    """Layouts from logic files are proved by z3 as the engine loads them: one that
+    forgets the rows (dimension 1) maps every row of a column to one offset."""
+    p = tmp_path / "bad_layout.lp"
+    p.write_text("layout_cand(3, (pd(0,dyn,0), pd(2,dyn,0), pd(2,pack,8)), 3).\n")
+    with pytest.raises(RuleError, match="layout_cand offers .* (both map|outside|padding)"):
+        Engine(rules=(p,))
+
+
 # Fully hand-written fixtures: the facts a Zero of 1x8 f32 in VRF (v8, row-major);
 # LID is the id ENGINE's LayoutIds gives the rank-2 row-major layout.
 ZERO_VRF = """
