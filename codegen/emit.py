@@ -194,26 +194,47 @@ class Emitter:
                 shift = {d: Const(i * node.tile_shape[d]) for d, i in zip(looped, it)}
                 self.emit(node.body, body_views(shift, node.body.spec))
         elif looped:
-            vars_ = {d: self.fresh_index(names[d]) for d in looped}
             if node.parallel:
                 self.uses_omp = True
                 self.out("#pragma omp parallel for" + (f" collapse({len(looped)})" if len(looped) > 1 else ""))
+            opened: list[str] = []
+            shift: dict[int, Expr] = {}
             for d in looped:
                 t, n = node.tile_shape[d], node.steps[d] * node.tile_shape[d]
-                v = vars_[d]
-                self.out(f"for (int {v} = 0; {v} < {n}; {v}{' += ' + str(t) if t > 1 else '++'}) {{")
-                self.env[v] = VarRange(0, n - t, t)
-                self.depth += 1
-            self.emit(node.body, body_views({d: Var(v) for d, v in vars_.items()}, node.body.spec))
-            for d in looped:
+                p = None if node.parallel else self.pack_split(d, t, n, views, opdims)
+                # A loop that crosses pack boundaries runs as two (outer by pack, inner
+                # within): the layout's / and % then simplify away.
+                bounds = [(n, p), (p, t)] if p else [(n, t)]
+                shift[d] = Const(0)
+                for extent, step in bounds:
+                    v = self.fresh_index(names[d])
+                    self.out(f"for (int {v} = 0; {v} < {extent}; {v}{' += ' + str(step) if step > 1 else '++'}) {{")
+                    self.env[v] = VarRange(0, extent - step, step)
+                    self.depth += 1
+                    opened.append(v)
+                    shift[d] = shift[d] + Var(v)
+            self.emit(node.body, body_views(shift, node.body.spec))
+            for v in reversed(opened):
                 self.depth -= 1
                 self.out("}")
-                del self.env[vars_[d]]
+                del self.env[v]
         else:
             self.emit(node.body, body_views({}, node.body.spec))
         for b, (off, _shp) in zip(node.boundaries, node.regions()):
             self.out(f"/* boundary at [{', '.join(map(str, off))}]: {b.spec.short()} */")
             self.emit(b, body_views({d: Const(o) for d, o in enumerate(off) if o}, b.spec))
+
+    def pack_split(self, d: int, t: int, n: int, views: list[View], opdims) -> int | None:
+        """A pack size P along loop dimension d of an operand in memory such that the loop
+        (tiles of t over n) can run as n/P packs of P/t tiles, or None."""
+        for i, v in enumerate(views):
+            if v.buf.in_registers:
+                continue
+            for j, dd in enumerate(opdims[i]):
+                for pd in v.buf.ts.layout.pdims if dd == d else ():
+                    if pd.dim == j and pd.kind == "pack" and t < pd.size < n and pd.size % t == 0 and n % pd.size == 0:
+                        return pd.size
+        return None
 
     def alloc(self, node: Alloc, views: list[View]):
         i = node.operand
