@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: setup
-	OPENBLAS_NUM_THREADS=1 $(BIN)/morello-asp synth "Matmul(8x8x8, f32)" --run --bench
+	OPENBLAS_NUM_THREADS=1 $(BIN)/morello-asp synth "Matmul(64x64x64, f32)" --run --bench
 
 test: setup
 	$(BIN)/python -m pytest -q
