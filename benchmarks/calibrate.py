@@ -9,7 +9,9 @@ unit of work (vectors, values), per memory level a cost per cache line moved -- 
 numbers are fitted to the measured times by least squares, each at least one cost
 unit (1 ps), plus a per-call constant that is not written. The fit is the measurement of each
 kernel's throughput and of each level's move cost *as they run inside programs*
-(loads, stores and packing are the Move sub-programs' kernels).
+(loads, stores and packing are the Move sub-programs' kernels). Programs are compiled
+(and timed) with the written target's C flags: gcc's auto-vectorizers off (--vectorize
+keeps them on), so scalar kernels stay scalar as the model assumes.
 
     python benchmarks/calibrate.py [--out encodings/targets/avx2_calibrated.lp]
     python benchmarks/cost_rank.py          # Spearman of cost vs time, before and after
@@ -23,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from alternatives import distinct_programs, recost  # noqa: E402
-from calibrated_target import PS_PER_UNIT, TARGETS, CostTerms, default_header, write_target  # noqa: E402
+from calibrated_target import NO_VECTORIZE, PS_PER_UNIT, TARGETS, CostTerms, default_header, write_target  # noqa: E402
 from timing import compile_checked, median_times, spearman, status  # noqa: E402
 
 TRAINING = ["Matmul(8x8x8, f32)", "Matmul(4x8x16, f32)", "Matmul(16x4x8, f32)", "Matmul(8x16x4, f32)",
@@ -78,7 +80,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--db", help="memo table for the search (speeds up re-runs)")
+    ap.add_argument("--vectorize", action="store_true",
+                    help="leave gcc's auto-vectorizers on (the target gets no -fno-tree-*vectorize flags)")
     args = ap.parse_args(argv)
+    c_flags = () if args.vectorize else NO_VECTORIZE
     if args.out.suffix != ".lp":
         raise SystemExit("--out must be a .lp file")
     name = args.name or args.out.stem
@@ -88,8 +93,9 @@ def main(argv=None) -> int:
 
     base = get_target("avx2")
     progs = sample(args.specs, args.per_spec, args.k, args.p_opt, args.seed, args.db)
-    seconds = median_times(compile_checked(progs), rounds=args.rounds)
-    terms = CostTerms(base)
+    terms = CostTerms(base, c_flags=c_flags)
+    # compiled as the written target compiles them: its C and flags (the probe has both)
+    seconds = median_times(compile_checked(progs, terms.probe_path), rounds=args.rounds)
     rows = [terms.features(p) for p in progs]
     theta_ns, const_ns = fit(rows, seconds, PS_PER_UNIT / 1000)
     unit_ns = PS_PER_UNIT / 1000
@@ -102,9 +108,12 @@ def main(argv=None) -> int:
     for k in unseen:  # never timed: never free, so the search does not pick it blindly
         kc[k] = (max(f for f, _ in kc.values()), max(p for _, p in kc.values()))
     header = default_header(METHOD.format(n=len(progs), specs=", ".join(args.specs)))
+    if c_flags:
+        header += (f"\nPrograms are compiled with {' '.join(c_flags)} (timed so too): a scalar kernel stays "
+                   "scalar, as the cost model assumes (gcc vectorized some scalar loops and not others).")
     if unseen:
         header += f"\nNot seen in any training program (given the largest fitted costs): {', '.join(unseen)}."
-    write_target(args.out, name, base, cal, header)
+    write_target(args.out, name, base, cal, header, c_flags)
 
     engine = Engine(str(args.out))  # the written file loads, and its costs are the fitted ones
     theta_units = terms.theta(cal)

@@ -29,6 +29,8 @@ TARGETS = ENCODINGS / "targets"
 BASE = TARGETS / "avx2"
 REPLACED = {"tgt_name", "tgt_level", "tgt_loop_overhead", "kernel_cost"}
 LOOP = "loop.iter"  # the feature and number of tgt_loop_overhead/1
+# gcc flags of the calibrated target (added to avx2's -mavx2 -mfma): no auto-vectorization.
+NO_VECTORIZE = ("-fno-tree-vectorize", "-fno-tree-slp-vectorize")
 
 
 @dataclass
@@ -70,9 +72,11 @@ def kernels_of(target: Target) -> list[str]:
     return sorted(str(a.symbol.arguments[0]) for a in ctl.symbolic_atoms.by_signature("tgt_kernel", 1))
 
 
-def target_text(name: str, base: Target, cal: Calibration, header: str = "", include_dir: Path | None = None) -> str:
+def target_text(name: str, base: Target, cal: Calibration, header: str = "", include_dir: Path | None = None,
+                c_flags: tuple[str, ...] = NO_VECTORIZE) -> str:
     """The fact file of a calibrated target. Includes are relative to encodings/targets
-    unless `include_dir` is given (for files written elsewhere)."""
+    unless `include_dir` is given (for files written elsewhere). `c_flags` are gcc flags
+    added to those of avx2/kernels_c.lp."""
     inc = (lambda f: str(BASE / f)) if include_dir else (lambda f: f"avx2/{f}")
     lines = [f"% {l}" if l else "%" for l in header.splitlines()]
     lines += ["", f"tgt_name({name}).", ""]
@@ -86,13 +90,18 @@ def target_text(name: str, base: Target, cal: Calibration, header: str = "", inc
     lines += kept_rules(BASE / "kernels.lp")
     lines += ["", "% Calibrated kernel costs: Fixed + PerUnit * kernel_units (1 ps units)."]
     lines += [f"tgt_kernel_calibration({k}, {f}, {p})." for k, (f, p) in sorted(cal.kernels.items())]
+    if c_flags:
+        lines += ["", "% gcc flags added to avx2/kernels_c.lp's: programs run as the kernels' templates say",
+                  "% (no auto-vectorized scalar loops), as the calibration measured them.",
+                  " ".join(f'tgt_c_flag("{f}").' for f in c_flags)]
     lines += ["", f'#include "{inc("kernel_units.lp")}".', f'#include "{inc("kernels_c.lp")}".', ""]
     return "\n".join(lines)
 
 
-def write_target(path: Path, name: str, base: Target, cal: Calibration, header: str = "") -> Path:
+def write_target(path: Path, name: str, base: Target, cal: Calibration, header: str = "",
+                 c_flags: tuple[str, ...] = NO_VECTORIZE) -> Path:
     in_targets = path.resolve().parent == TARGETS.resolve()
-    path.write_text(target_text(name, base, cal, header, None if in_targets else BASE))
+    path.write_text(target_text(name, base, cal, header, None if in_targets else BASE, c_flags))
     return path
 
 
@@ -110,7 +119,8 @@ class CostTerms:
     kernel costs exactly its units (Fixed 0, PerUnit 1) is asked for each kernel spec.
     """
 
-    def __init__(self, base: Target, levels=("L1", "GL"), workdir: Path | None = None):
+    def __init__(self, base: Target, levels=("L1", "GL"), workdir: Path | None = None,
+                 c_flags: tuple[str, ...] = NO_VECTORIZE):
         import tempfile
 
         from morello_asp.solver.engine import Engine
@@ -122,7 +132,9 @@ class CostTerms:
                       + [f"{lv}.line" for lv in self.levels] + [LOOP])
         d = Path(workdir or tempfile.mkdtemp(prefix="morello-cal-"))
         d.mkdir(parents=True, exist_ok=True)
-        probe = write_target(d / "avx2_units.lp", "avx2_units", base, Calibration(kernels={k: (0, 1) for k in self.kernels}))
+        probe = write_target(d / "avx2_units.lp", "avx2_units", base, Calibration(kernels={k: (0, 1) for k in self.kernels}),
+                             c_flags=c_flags)
+        self.probe_path = probe  # a target with the calibrated target's C (flags): compile with it
         self.units_engine = Engine(str(probe))
         self._one_level = {lv: self._weights_target({l.name: int(l.name == lv) for l in base.levels}) for lv in self.levels}
         self._units: dict = {}

@@ -1,10 +1,14 @@
 """How well does cost rank speed? Draw many different complete programs of one spec from
 the search's alternatives, time each (checked against numpy first), and report the
 Spearman rank correlation between predicted cost and measured time under the default
-target and under a calibrated one.
+target and under a calibrated one. The programs are compiled for the calibrated target
+(its C flags: no auto-vectorization), and both costs are ranked against the times of
+those same binaries. `--against OTHER.lp` also compiles the same programs for another
+calibrated target (e.g. one fitted with `calibrate.py --vectorize`), times both sets
+of binaries in the same interleaved rounds and reports its Spearman on its binaries.
 
     python benchmarks/cost_rank.py [--spec "Matmul(16x16x16, f32)"] [--count 60]
-                                   [--target avx2_calibrated] [--db FILE]
+                                   [--target avx2_calibrated] [--against OTHER] [--db FILE]
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--db", help="memo table for the search (speeds up re-runs)")
+    ap.add_argument("--against", help="a second calibrated target (name or .lp path), timed on its own binaries")
     ap.add_argument("--list", action="store_true", help="print each program's listing too")
     args = ap.parse_args(argv)
 
@@ -39,6 +44,7 @@ def main(argv=None) -> int:
     try:
         spec = parse_spec(args.spec)
         calibrated = Engine(args.target)
+        other = Engine(args.against) if args.against else None
     except MorelloError as e:
         raise SystemExit(f"error: {e}") from None
     search = make_search("avx2", db=args.db)
@@ -46,7 +52,11 @@ def main(argv=None) -> int:
     progs = distinct_programs(search, spec, args.count, k=args.k, p_opt=args.p_opt, seed=args.seed,
                               progress=lambda n, tries: status(f"sampled {n}/{args.count} programs ({tries} draws)"))
     search.memo.flush()
-    seconds = median_times(compile_checked(progs), rounds=args.rounds)
+    fns = compile_checked(progs, args.target)  # the calibrated target's C and flags
+    if other:
+        fns += compile_checked(progs, args.against)
+    both = median_times(fns, rounds=args.rounds)  # one set of interleaved rounds for all binaries
+    seconds, seconds_other = both[: len(progs)], both[len(progs):]
     before = [p.cost.main for p in progs]
     after = [recost(p, calibrated) for p in progs]
 
@@ -59,7 +69,12 @@ def main(argv=None) -> int:
         if args.list:
             print(progs[i])
     print(f"Spearman(cost, time): before (avx2) {spearman(before, seconds):.3f}, "
-          f"after ({name}) {spearman(after, seconds):.3f}  [{len(progs)} programs]")
+          f"after ({name}) {spearman(after, seconds):.3f}  [{len(progs)} programs, compiled for {name}]")
+    if other:
+        oname = other.target.name
+        print(f"Spearman(cost, time) on the binaries compiled for {oname}: avx2 {spearman(before, seconds_other):.3f}, "
+              f"{oname} {spearman([recost(p, other) for p in progs], seconds_other):.3f}")
+        print(f"fastest program: {min(seconds) * 1e9:.1f} ns ({name} binaries), {min(seconds_other) * 1e9:.1f} ns ({oname})")
     return 0
 
 

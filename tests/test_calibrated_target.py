@@ -14,7 +14,8 @@ from morello_asp.target import get_target
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from alternatives import recost, sample_program  # noqa: E402
-from calibrated_target import LOOP, CostTerms, read_calibration  # noqa: E402
+from calibrated_target import LOOP, NO_VECTORIZE, CostTerms, read_calibration  # noqa: E402
+from morello_asp.codegen.ctarget import get_ctarget  # noqa: E402
 
 
 def test_calibrated_target_synthesizes_a_matmul_that_matches_numpy():
@@ -49,6 +50,24 @@ def test_cost_is_the_linear_function_calibration_fits():
         iters.add(f[terms.names.index(LOOP)])
         assert recost(imp, engine) == sum(a * b for a, b in zip(f, theta))
     assert len(iters) > 1 and max(iters) > 0  # the loop term varies, so it is really in the cost
-    for fn in compile_many(progs):
+    for fn in compile_many(progs, "avx2_calibrated"):
         err, tol = fn.check()
         assert err <= tol
+
+
+def test_calibrated_target_compiles_without_auto_vectorization(monkeypatch):
+    """Its programs are built as calibration timed them: avx2's flags plus gcc's
+    vectorizers off (scalar kernels stay scalar, as the cost model assumes)."""
+    import morello_asp.codegen.api as api
+
+    flags = get_ctarget("avx2_calibrated").flags
+    assert set(NO_VECTORIZE) <= set(flags) and set(get_ctarget("avx2").flags) <= set(flags)
+    assert not set(NO_VECTORIZE) & set(get_ctarget("avx2").flags)
+    seen = []
+    real = api.build
+    monkeypatch.setattr(api, "build", lambda src, cdef, fl=(), omp=False: seen.append(fl) or real(src, cdef, fl, omp))
+    imp = synthesize("Matmul(2x3x5, f32)", target="avx2_calibrated")
+    fn = compile_many([imp], "avx2_calibrated")[0]
+    assert seen and set(NO_VECTORIZE) <= set(seen[-1])  # gcc got them
+    err, tol = fn.check()
+    assert err <= tol
