@@ -3,13 +3,15 @@ its numbers.
 
 The calibrated target keeps every rule of `avx2/machine.lp` and `avx2/kernels.lp`
 (read with clingo's parser) except the numbers calibration replaces: the level weights
-(`tgt_level/6`), the cost of one loop iteration (`tgt_loop_overhead/1`) and the kernel
-costs (`kernel_cost/3`), which become `Fixed + PerUnit * U` (`avx2/kernel_units.lp`).
+(`tgt_level/6`), the cost of one loop iteration (`tgt_loop_overhead/1`), the cost of
+one copying move per destination level (`tgt_move_overhead/2`) and the kernel costs
+(`kernel_cost/3`), which become `Fixed + PerUnit * U` (`avx2/kernel_units.lp`).
 One cost unit is 1 ps.
 
 With the weights of RF and VRF held at 0, the cost of a serial program is linear in
-theta = (per kernel: Fixed, PerUnit; per memory level: weight; per loop iteration), so
-cost(program) = features(program) . theta, and theta can be fitted to measured times.
+theta = (per kernel: Fixed, PerUnit; per memory level: weight; per loop iteration; per
+copying move into each level), so cost(program) = features(program) . theta, and theta
+can be fitted to measured times.
 """
 from __future__ import annotations
 
@@ -27,8 +29,9 @@ from morello_asp.target import ENCODINGS, Target
 PS_PER_UNIT = 1  # one cost unit of the calibrated target, in picoseconds
 TARGETS = ENCODINGS / "targets"
 BASE = TARGETS / "avx2"
-REPLACED = {"tgt_name", "tgt_level", "tgt_loop_overhead", "kernel_cost"}
+REPLACED = {"tgt_name", "tgt_level", "tgt_loop_overhead", "tgt_move_overhead", "kernel_cost"}
 LOOP = "loop.iter"  # the feature and number of tgt_loop_overhead/1
+MOVE = "move"  # "<LEVEL>.move": the feature and number of tgt_move_overhead(level, _)
 # gcc flags of the calibrated target (added to avx2's -mavx2 -mfma): no auto-vectorization.
 NO_VECTORIZE = ("-fno-tree-vectorize", "-fno-tree-slp-vectorize")
 
@@ -40,6 +43,7 @@ class Calibration:
     weights: dict[str, int] = field(default_factory=dict)  # level name -> cost per line
     kernels: dict[str, tuple[int, int]] = field(default_factory=dict)  # kernel -> (Fixed, PerUnit)
     loop_per_iter: int = 0
+    move_overhead: dict[str, int] = field(default_factory=dict)  # level name -> cost per copying move
 
 
 def _head_name(stmt) -> str | None:
@@ -83,8 +87,12 @@ def target_text(name: str, base: Target, cal: Calibration, header: str = "", inc
     for lv in base.levels:
         w = cal.weights.get(lv.name, lv.weight)
         lines.append(f"tgt_level({lv.atom}, {lv.index}, {lv.capacity}, {lv.unit}, {w}, {lv.kind}).")
-    lines += ["", "% Cost of one loop iteration (calibrated):", f"tgt_loop_overhead({cal.loop_per_iter})."]
-    lines += ["", "% avx2/machine.lp without tgt_name, tgt_level and tgt_loop_overhead:"]
+    lines += ["", "% Cost of one loop iteration (calibrated; loops through registers are unrolled, so free):",
+              f"tgt_loop_overhead({cal.loop_per_iter})."]
+    if cal.move_overhead:
+        lines += ["", "% Cost of one move that copies, per destination level (calibrated):"]
+        lines += [" ".join(f"tgt_move_overhead({lv.lower()}, {c})." for lv, c in sorted(cal.move_overhead.items()))]
+    lines += ["", "% avx2/machine.lp without tgt_name, tgt_level, tgt_loop_overhead and tgt_move_overhead:"]
     lines += kept_rules(BASE / "machine.lp")
     lines += ["", "% avx2/kernels.lp without kernel_cost (applicability unchanged):"]
     lines += kept_rules(BASE / "kernels.lp")
@@ -115,12 +123,13 @@ class CostTerms:
     """features(program): how much each calibrated number contributes to its cost.
 
     The loop feature counts loop iterations executed: each Loop node's trips times the
-    number of times the node itself runs. Kernel sizes (U) come from the logic files themselves: a probe target whose every
+    number of times the node itself runs, for loops codegen emits as loops (not those it
+    unrolls through registers). A move feature per level counts copying moves executed. Kernel sizes (U) come from the logic files themselves: a probe target whose every
     kernel costs exactly its units (Fixed 0, PerUnit 1) is asked for each kernel spec.
     """
 
     def __init__(self, base: Target, levels=("L1", "GL"), workdir: Path | None = None,
-                 c_flags: tuple[str, ...] = NO_VECTORIZE):
+                 c_flags: tuple[str, ...] = NO_VECTORIZE, move_levels=("RF", "VRF", "L1", "GL")):
         import tempfile
 
         from morello_asp.solver.engine import Engine
@@ -129,7 +138,10 @@ class CostTerms:
         self.kernels = kernels_of(base)
         self.levels = list(levels)
         self.names = ([f"{k}.fixed" for k in self.kernels] + [f"{k}.per_unit" for k in self.kernels]
-                      + [f"{lv}.line" for lv in self.levels] + [LOOP])
+                      + [f"{lv}.line" for lv in self.levels] + [LOOP]
+                      + [f"{lv}.{MOVE}" for lv in move_levels])
+        self.move_levels = list(move_levels)
+        self._registers = base.register_levels
         d = Path(workdir or tempfile.mkdtemp(prefix="morello-cal-"))
         d.mkdir(parents=True, exist_ok=True)
         probe = write_target(d / "avx2_units.lp", "avx2_units", base, Calibration(kernels={k: (0, 1) for k in self.kernels}),
@@ -158,7 +170,8 @@ class CostTerms:
             if isinstance(node, Loop):
                 if node.parallel:
                     raise ValueError("CostTerms covers serial programs (parallel loops add a fixed overhead)")
-                f[LOOP] += mult * node.trips
+                if not node.unrolled(self._registers):
+                    f[LOOP] += mult * node.trips
                 walk(node.body, mult * node.trips)
                 for b in node.boundaries:
                     walk(b, mult)
@@ -171,6 +184,8 @@ class CostTerms:
                 shape = node.spec.operand_shapes[node.operand]
                 for lv, tgt in self._one_level.items():
                     f[f"{lv}.line"] += mult * (move_cost(node.spec.operands[node.operand], shape, tgt) + move_cost(node.new, shape, tgt))
+                if (node.load is not None or node.store is not None) and node.new.level in self.move_levels:
+                    f[f"{node.new.level}.{MOVE}"] += mult
             for c in node.children:
                 walk(c, mult)
 
@@ -181,11 +196,13 @@ class CostTerms:
         """theta (in cost units, aligned with self.names) -> the target's numbers."""
         t = dict(zip(self.names, (int(round(x)) for x in theta)))
         return Calibration({lv: t[f"{lv}.line"] for lv in self.levels},
-                           {k: (t[f"{k}.fixed"], t[f"{k}.per_unit"]) for k in self.kernels}, t[LOOP])
+                           {k: (t[f"{k}.fixed"], t[f"{k}.per_unit"]) for k in self.kernels}, t[LOOP],
+                           {lv: t[f"{lv}.{MOVE}"] for lv in self.move_levels})
 
     def theta(self, cal: Calibration) -> list[int]:
         """The inverse of split: cal's numbers aligned with self.names."""
         t = {LOOP: cal.loop_per_iter}
+        t.update({f"{lv}.{MOVE}": cal.move_overhead.get(lv, 0) for lv in self.move_levels})
         t.update({f"{lv}.line": w for lv, w in cal.weights.items()})
         for k, (fixed, per_unit) in cal.kernels.items():
             t[f"{k}.fixed"], t[f"{k}.per_unit"] = fixed, per_unit
@@ -199,4 +216,5 @@ def read_calibration(target: Target) -> Calibration:
         if line.startswith("tgt_kernel_calibration("):
             k, f, p = line[len("tgt_kernel_calibration("):-2].split(", ")
             kernels[k] = (int(f), int(p))
-    return Calibration({lv.name: lv.weight for lv in target.levels}, kernels, target.loop_per_iter)
+    return Calibration({lv.name: lv.weight for lv in target.levels}, kernels, target.loop_per_iter,
+                       dict(target.move_overhead))

@@ -177,7 +177,7 @@ class Emitter:
         opdims = spec.k.operand_dims(len(spec.shape))
         names = spec.k.dim_names(len(spec.shape))
         looped = [d for d, s in enumerate(node.steps) if s > 1]
-        unroll = any(v.buf.in_registers and any(d in looped for d in opdims[i]) for i, v in enumerate(views))
+        unroll = node.unrolled(self.ct.target.register_levels)  # registers cannot be indexed by a counter
 
         def body_views(shift: dict[int, Expr], sub: Spec) -> list[View]:
             out = []

@@ -1,9 +1,11 @@
 """The affine cost model of paper section 3, peak memory and depth.
 
 c(loop)   = ceil(trips / threads if parallel) * (c(body) + loop overhead) + sum c(boundary)
-            [+ parallel overhead]   (loop overhead: tgt_loop_overhead/1, 0 if absent)
+            [+ parallel overhead]   (loop overhead: tgt_loop_overhead/1, 0 if absent, and 0
+            for a loop codegen writes out unrolled: one that steps through registers)
 c(block)  = sum c(children)           c(pipeline) = sum c(children)
 c(alloc)  = m(src) + m(dest) + sum c(children)
+            [+ move overhead of the destination level if the move copies: tgt_move_overhead/2]
 c(kernel) = the kernel's cost from the target's logic files
 m(t)      = lines(t) * weight(level(t)) * (1 if t is contiguous else 2)
 
@@ -53,14 +55,20 @@ def alloc_units(node: Alloc, target: Target) -> int:
 
 def alloc_cost(node: Alloc, target: Target) -> int:
     shape = node.spec.operand_shapes[node.operand]
-    return move_cost(node.spec.operands[node.operand], shape, target) + move_cost(node.new, shape, target)
+    c = move_cost(node.spec.operands[node.operand], shape, target) + move_cost(node.new, shape, target)
+    if node.load is not None or node.store is not None:  # a copy, not a cache-only move
+        c += target.move_overhead.get(node.new.level, 0)
+    return c
 
 
 def loop_cost(node: Loop, body_cost: int, boundary_costs, target: Target) -> int:
     trips = node.trips
     if node.parallel:
         trips = -(-trips // target.threads)
-    total = trips * (body_cost + target.loop_per_iter) + sum(boundary_costs)
+    per_iter = target.loop_per_iter
+    if per_iter and node.unrolled(target.register_levels):
+        per_iter = 0
+    total = trips * (body_cost + per_iter) + sum(boundary_costs)
     if node.parallel:
         total += target.parallel_setup + target.parallel_per_iter * trips
     return total

@@ -96,6 +96,15 @@ class Loop(Impl):
     def trips(self) -> int:
         return prod(self.steps)
 
+    def unrolled(self, register_levels) -> bool:
+        """Whether codegen writes this loop out as straight-line code: it steps through an
+        operand held in registers, and registers cannot be indexed by a loop counter. Such
+        a loop has no per-iteration overhead (the cost model) and no C loop (codegen)."""
+        looped = {d for d, s in enumerate(self.steps) if s > 1}
+        dims = self.spec.k.operand_dims(len(self.spec.shape))
+        return any(op.level in register_levels and looped.intersection(dims[i])
+                   for i, op in enumerate(self.spec.operands))
+
     def regions(self):
         """(offset, region shape) of each boundary body, in `boundaries` order."""
         return [(o, s) for o, s, main in loop_regions(self.spec.shape, self.tile_shape) if not main]

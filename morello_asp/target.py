@@ -52,6 +52,7 @@ class Target:
     parallel_per_iter: int
     move_dests: frozenset[tuple[str, str]]
     loop_per_iter: int = 0  # tgt_loop_overhead/1: cost of one (per-thread) loop iteration
+    move_overhead: dict[str, int] = field(default_factory=dict)  # tgt_move_overhead/2: level -> cost per copy
     kernel_c: dict[tuple[str, str], str] = field(default_factory=dict)  # (kernel, dtype) -> C
 
     def level(self, name: str) -> Level:
@@ -65,6 +66,10 @@ class Target:
     @property
     def level_names(self) -> list[str]:
         return [lv.name for lv in self.levels]
+
+    @property
+    def register_levels(self) -> frozenset[str]:
+        return frozenset(lv.name for lv in self.levels if lv.kind == "register")
 
     def max_limits(self) -> tuple[int, ...]:
         return tuple(lv.capacity for lv in self.levels)
@@ -140,6 +145,12 @@ def load_target_file(entry: Path, extra: tuple[Path, ...] = ()) -> Target:
         if l.unit not in ("value", "vector", "line", "byte") or l.kind not in ("register", "cache", "memory"):
             raise TargetError(f"target {entry}: bad tgt_level for {l.name}: unit {l.unit}, kind {l.kind}")
     setup, per_iter = one("tgt_parallel_overhead")
+    names = {l.name for l in levels}
+    move_overhead = {}
+    for lv, c in atoms.get("tgt_move_overhead", []):
+        if str(lv).upper() not in names or not isinstance(c, int) or c < 0:
+            raise TargetError(f"target {entry}: bad tgt_move_overhead({lv}, {c}): needs a level and a cost >= 0")
+        move_overhead[str(lv).upper()] = c
     kernel_c = {}
     for k, dt, c in atoms.get("tgt_kernel_c", []):
         kernel_c[(str(k), str(dt))] = c
@@ -154,6 +165,7 @@ def load_target_file(entry: Path, extra: tuple[Path, ...] = ()) -> Target:
         parallel_per_iter=per_iter,
         move_dests=frozenset((str(a).upper(), str(b).upper()) for a, b in atoms.get("tgt_move_dest", [])),
         loop_per_iter=one("tgt_loop_overhead")[0] if "tgt_loop_overhead" in atoms else 0,
+        move_overhead=move_overhead,
         kernel_c=kernel_c,
     )
 

@@ -40,6 +40,7 @@ def test_cost_is_the_linear_function_calibration_fits():
     cal = read_calibration(engine.target)
     text = Path(engine.target.files[0]).read_text()
     assert cal.loop_per_iter > 0 and f"tgt_loop_overhead({cal.loop_per_iter})." in text.splitlines()
+    assert cal.move_overhead.get("L1", 0) > 1 and f"tgt_move_overhead(l1, {cal.move_overhead['L1']})." in text
     theta = terms.theta(cal)
     rng = random.Random(0)
     spec = parse_spec("Matmul(4x4x4, f32)")
@@ -71,3 +72,49 @@ def test_calibrated_target_compiles_without_auto_vectorization(monkeypatch):
     assert seen and set(NO_VECTORIZE) <= set(seen[-1])  # gcc got them
     err, tol = fn.check()
     assert err <= tol
+
+
+def test_loop_and_move_overheads_count_only_real_loops_and_copies(tmp_path):
+    """tgt_loop_overhead is paid per iteration of a loop codegen writes as a loop, not of
+    one it unrolls through registers; tgt_move_overhead is paid per move that copies into
+    its level, not per cache-only move."""
+    from morello_asp.cost import compute_cost
+    from morello_asp.ir import Alloc, Loop
+    from morello_asp.target import ENCODINGS, load_target_file
+
+    avx = ENCODINGS / "targets" / "avx2"
+    machine = (avx / "machine.lp").read_text().replace("tgt_name(avx2).", "tgt_name(overheads).")
+    machine = machine.replace("tgt_loop_overhead(0).", "tgt_loop_overhead(7). tgt_move_overhead(l1, 100).")
+    (tmp_path / "m.lp").write_text(machine)
+    entry = tmp_path / "overheads.lp"
+    entry.write_text(f'#include "m.lp".\n#include "{avx}/kernels.lp".\n#include "{avx}/kernels_c.lp".\n')
+    tgt, base = load_target_file(entry), get_target("avx2")
+    assert tgt.loop_per_iter == 7 and tgt.move_overhead == {"L1": 100}
+
+    search = make_search("avx2")
+    rng = random.Random(1)
+    progs = [sample_program(search, parse_spec("Matmul(8x8x8, f32)"), rng, k=6, p_opt=0.3, depth=10) for _ in range(12)]
+    seen = {"unrolled": 0, "loop": 0, "copy": 0, "cache": 0}
+    for imp in progs:
+        want = 0
+
+        def walk(node, mult):
+            nonlocal want
+            if isinstance(node, Loop):
+                real = not node.unrolled({"RF", "VRF"})
+                seen["loop" if real else "unrolled"] += 1
+                want += 7 * mult * node.trips * real
+                walk(node.body, mult * node.trips)
+                for b in node.boundaries:
+                    walk(b, mult)
+                return
+            if isinstance(node, Alloc) and node.new.level == "L1":
+                copies = node.load is not None or node.store is not None
+                seen["copy" if copies else "cache"] += 1
+                want += 100 * mult * copies
+            for c in node.children:
+                walk(c, mult)
+
+        walk(imp, 1)
+        assert compute_cost(imp, tgt).main - compute_cost(imp, base).main == want
+    assert all(seen.values()), seen  # every case occurred
