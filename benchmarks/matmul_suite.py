@@ -2,8 +2,8 @@
 beside numpy (single-threaded OpenBLAS) in one process.
 
 Each size is either *synthesized* (`synthesize(spec, db=...)`, nothing by hand) or
-*guided* (examples/guided_matmul.py: the outer Goto/BLIS loops by hand, then
-`synthesize_all(db=...)`). All sizes share one memo table, so later sizes reuse
+*guided* (the `blis` guide of morello_asp/guides.py: the outer Goto/BLIS loops by
+hand, then `synthesize_all(db=...)`). All sizes share one memo table, so later sizes reuse
 earlier ones' decisions. Every program is checked against numpy before it is timed.
 """
 from __future__ import annotations
@@ -19,9 +19,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 from fast_matmul import fast_matmul  # noqa: E402
-from guided_matmul import guided_schedule, hand_rewrites  # noqa: E402
 
+from morello_asp import parse_spec  # noqa: E402
 from morello_asp.codegen.baseline import time_python  # noqa: E402
+from morello_asp.guides import blis, hand_rewrites  # noqa: E402
 from morello_asp.ir import Impl  # noqa: E402
 from morello_asp.synthesis import synthesize  # noqa: E402
 
@@ -91,7 +92,7 @@ def build(size: Size, db) -> tuple[Impl, int, float]:
     t0 = time.perf_counter()
     if size.mode == "synthesized":
         return synthesize(size.spec_text, db=db), 0, time.perf_counter() - t0
-    partial = guided_schedule(size.m, size.k, size.n)
+    partial = blis(parse_spec(size.spec_text))
     t0 = time.perf_counter()
     imp = partial.synthesize_all(db=db)
     return imp, hand_rewrites(partial), time.perf_counter() - t0

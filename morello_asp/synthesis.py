@@ -27,13 +27,20 @@ def open_db(db, engine):
     return open_memo(Path(db), engine)
 
 
-def synthesize(spec: Spec | str, target="avx2", rules=(), db=None, progress=None) -> Impl:
-    """The lowest-cost implementation of `spec` under the cost model."""
+def synthesize(spec: Spec | str, target="avx2", rules=(), db=None, progress=None, guide: str | None = None) -> Impl:
+    """The lowest-cost implementation of `spec` under the cost model; with `guide` (a
+    name in morello_asp.guides.GUIDES), the lowest-cost completion of that guide's
+    hand-scheduled outer loops."""
     if isinstance(spec, str):
         spec = parse_spec(spec, target)
+    partial = None
+    if guide is not None:
+        from .guides import guided
+
+        partial = guided(spec, guide)
     search = make_search(target, rules, db, progress)
     try:
-        return search.build(spec)
+        return search.build(spec) if partial is None else search.complete(partial)
     finally:
         search.memo.flush()
         if search.progress:

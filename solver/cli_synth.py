@@ -1,7 +1,6 @@
 """`morello-asp synth`, `query` and `explain`: optimal programs from the rule files."""
 from __future__ import annotations
 
-import os
 import sys
 import time
 
@@ -47,23 +46,18 @@ def _run_and_bench(imp, args):
         if not ok:
             return 1
     if args.bench:
-        import numpy as np
-
-        from morello_asp.codegen.baseline import time_python
+        from morello_asp.codegen.baseline import numpy_matmul_seconds
 
         r = fn.benchmark()
         spec = imp.spec
         print(f"ours:  {r}")
         if spec.kind in ("Matmul", "MatmulAccum") and spec.operands[0].dtype.short == "f32":
             b, m, k, n = spec.shape
-            rng = np.random.default_rng(0)
-            a = rng.random((b, m, k), dtype=np.float32)
-            w = rng.random((b, k, n), dtype=np.float32)
-            t = time_python(lambda: np.matmul(a, w))
+            threads = None if args.numpy_threads == 0 else args.numpy_threads
+            t = numpy_matmul_seconds(b, m, k, n, threads)
             gf = 2 * b * m * k * n / t / 1e9
-            threads = os.environ.get("OPENBLAS_NUM_THREADS", "all")
-            print(f"numpy: {t * 1e6:.3f} us/iter, {gf:.2f} GFLOP/s (OpenBLAS threads: {threads}; timed from Python, "
-                  f"so its ~1 us call overhead dominates tiny sizes)")
+            print(f"numpy: {t * 1e6:.3f} us/iter, {gf:.2f} GFLOP/s (OpenBLAS threads: {threads or 'all'}; timed from "
+                  f"Python, so its ~1 us call overhead dominates tiny sizes)")
             print(f"ratio (ours / numpy): {r.gflops / gf:.2f}")
     return 0
 
@@ -71,9 +65,17 @@ def _run_and_bench(imp, args):
 def _synth(args):
     spec = _spec(args)
     search = _search(args, not args.quiet)
+    partial = None
+    if args.guide:
+        from morello_asp.guides import guided, hand_rewrites
+
+        partial = guided(spec, args.guide)
+        if not args.quiet:
+            print(f"guide {args.guide}: {hand_rewrites(partial)} rewrites by hand, "
+                  f"{len(list(partial.holes()))} open specs left to synthesize", file=sys.stderr)
     t0 = time.perf_counter()
     try:
-        imp = search.build(spec)
+        imp = search.build(spec) if partial is None else search.complete(partial)
     finally:
         search.memo.flush()
         search.progress.done()
@@ -140,7 +142,11 @@ def register(sub):
     p.add_argument("--out", help="save the program as JSON (for run, bench, verify)")
     p.add_argument("--run", action="store_true", help="compile, run on random inputs, check against numpy")
     p.add_argument("--bench", action="store_true", help="also time it beside numpy")
+    p.add_argument("--numpy-threads", type=int, default=1, metavar="N",
+                   help="OpenBLAS threads for the numpy timing of --bench (default 1, as ours is serial; 0: all)")
     p.add_argument("--verify", action="store_true", help="prove the program legal with z3")
+    p.add_argument("--guide", metavar="NAME", help="schedule the outer loops by a named guide (blis: packing, "
+                   "cache tiles, 6x16 blocks), then synthesize the rest; for large matmuls")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or statistics on stderr")
     p.set_defaults(func=_synth)
 

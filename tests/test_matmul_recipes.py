@@ -1,5 +1,6 @@
-"""The matmul recipes of examples/ (hand and user-guided) and the search-space check:
-every program is compiled, run and compared with numpy."""
+"""The matmul recipes (examples/fast_matmul.py by hand, the blis guide of
+morello_asp/guides.py user-guided) and the search-space check: every program is
+compiled, run and compared with numpy."""
 from __future__ import annotations
 
 import sys
@@ -9,8 +10,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 from fast_matmul import fast_matmul  # noqa: E402
-from guided_matmul import guided_schedule, hand_rewrites  # noqa: E402
 
+from morello_asp import ScheduleError, parse_spec  # noqa: E402
+from morello_asp.guides import blis, hand_rewrites  # noqa: E402
 from morello_asp.ir import Loop  # noqa: E402
 from morello_asp.solver.dp import Search  # noqa: E402
 from morello_asp.solver.engine import get_engine  # noqa: E402
@@ -27,7 +29,7 @@ def check_numpy(imp):
 def test_guided_schedule_with_cache_tiles_and_boundaries_matches_numpy():
     """k chunks that leave a remainder (40 = 2 x 16 + 8), row blocks that leave one
     (14 = 12 + 2) and 6-row blocks inside: every open block is synthesized."""
-    partial = guided_schedule(14, 40, 32, kc=16, mc=12)
+    partial = blis(parse_spec("Matmul(14x40x32, f32)"), kc=16, mc=12)
     kinds = sorted({h.spec.kind for _, h in partial.holes()})
     assert kinds == ["MatmulAccum", "Move", "Zero"]
     shapes = {h.spec.shape for _, h in partial.holes() if h.spec.kind == "MatmulAccum"}
@@ -38,9 +40,29 @@ def test_guided_schedule_with_cache_tiles_and_boundaries_matches_numpy():
     check_numpy(imp)
 
 
-def test_guided_schedule_refuses_n_not_a_multiple_of_the_panel():
-    with pytest.raises(ValueError, match="multiple of 16"):
-        guided_schedule(8, 8, 24)
+def test_blis_guide_refuses_specs_it_does_not_fit():
+    with pytest.raises(ScheduleError, match="multiple of 16"):
+        blis(parse_spec("Matmul(8x8x24, f32)"))
+    with pytest.raises(ScheduleError, match="f32 operands"):
+        blis(parse_spec("Matmul(8x8x16, i32)"))
+
+
+def test_synth_cli_with_guide_runs_and_benches_against_single_threaded_numpy(tmp_path, capsys):
+    """`synth SPEC --guide blis --bench`: the guide's hand part, the rest synthesized, the
+    program checked against numpy and timed beside one-thread OpenBLAS; a guide that does
+    not apply is a clear error (exit 2), not a traceback."""
+    from morello_asp.cli import main
+
+    assert main(["synth", "Matmul(12x32x32, f32)", "--guide", "blis", "--bench", "--db", str(tmp_path / "g.db")]) == 0
+    out = capsys.readouterr()
+    assert "guide blis:" in out.err and "open specs left to synthesize" in out.err
+    assert "checked against numpy" in out.out and ": OK" in out.out
+    assert "OpenBLAS threads: 1" in out.out and "ratio (ours / numpy)" in out.out
+    assert "BroadcastVecMultAdd" in out.out and "p(16)" in out.out  # listing: packed B, vector kernels inside
+    assert main(["synth", "Matmul(8x8x24, f32)", "--guide", "blis", "-q"]) == 2
+    assert "guide 'blis' does not apply" in capsys.readouterr().err
+    assert main(["synth", "Matmul(8x8x16, f32)", "--guide", "nope", "-q"]) == 2
+    assert "known guides: blis" in capsys.readouterr().err
 
 
 def test_hand_recipe_in_search_space_costs_no_less_than_the_optimum():

@@ -1,0 +1,91 @@
+"""Named user guides (paper 2.3): the outer part of a program scheduled by hand with the
+ordinary rewrites, open specs left for `synthesize_all`.
+
+A guide is how a large spec gets a fast program without searching its whole space: a
+person fixes the few outer decisions (packing, cache tiles), the synthesizer finds
+everything inside them optimally. Every rewrite a guide applies is checked by the rule
+files like any hand schedule, so a guide cannot produce an illegal program.
+
+    synthesize(spec, guide="blis", db=...)         morello-asp synth SPEC --guide blis
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from .errors import ScheduleError
+from .ir import Impl, SpecHole
+from .spec import Spec
+
+PACK = "[0, 2, 1, 2 p(16)]"  # B (1 x k x n) as [batch, n/16, k, 16]: 16-wide panels
+MR, NR = 6, 16  # the block left to the synthesizer: 6 x 16 f32 = 12 accumulator vectors
+KC, MC = 256, 96  # cache tiles when k > 512: a kc x 16 panel of B in L1, an mc x kc block of A in L2
+
+
+def _map_accum_holes(imp: Impl, fn) -> Impl:
+    """Apply `fn` to every open MatmulAccum (main tiles and boundary regions alike)."""
+    for path, hole in imp.holes():
+        if hole.spec.kind == "MatmulAccum":
+            imp = imp.subschedule(path, fn)
+    return imp
+
+
+def _tile_dim(d: int, size: int):
+    """Loop over `size`-wide tiles of dimension d (b, m, k, n) of an open MatmulAccum;
+    nothing if the dimension is already that small."""
+
+    def fn(h: Impl) -> Impl:
+        shape = list(h.spec.shape)
+        if shape[d] <= size:
+            return h
+        shape[d] = size
+        return h.tile(shape)
+
+    return fn
+
+
+def blis(spec: Spec, kc: int | None = None, mc: int | None = None) -> Impl:
+    """The Goto/BLIS structure for an f32 Matmul: `to_accum`; B packed into 16-wide
+    panels (the Move stays open); loops over k chunks of `kc` and row blocks of `mc`
+    (default 256 and 96 when k > 512), then 16-wide column panels and 6-row blocks.
+    Left open: zeroing C, the packing copy, and each 6 x kc x 16 block (register tile,
+    loads, kernels) with the boundary blocks of sizes that 6 does not divide."""
+    problems = []
+    if spec.kind != "Matmul":
+        problems.append(f"a Matmul spec (got {spec.kind})")
+    else:
+        b, _m, k, n = spec.shape
+        if b != 1:
+            problems.append(f"batch 1 (got {b})")
+        if n % NR:
+            problems.append(f"n a multiple of {NR}, to pack B into {NR}-wide panels (got n = {n})")
+        if kc is None and k > 512:
+            kc, mc = KC, MC
+    if any(str(o.dtype) != "f32" for o in spec.operands):
+        problems.append("f32 operands (the panels and register blocks are sized for 8-wide f32 vectors)")
+    if problems:
+        raise ScheduleError(f"guide 'blis' does not apply to {spec}: it needs " + "; ".join(problems))
+    imp = spec.to_accum()
+    imp = imp.subschedule([1], lambda a: a.move_param(1, "GL", PACK))
+    if kc:
+        imp = _map_accum_holes(imp, _tile_dim(2, kc))  # k chunks (split)
+    if mc:
+        imp = _map_accum_holes(imp, _tile_dim(1, mc))  # row blocks of A (L2)
+    imp = _map_accum_holes(imp, _tile_dim(3, NR))  # 16-wide panels of B and C
+    return _map_accum_holes(imp, _tile_dim(1, MR))  # 6-row register blocks
+
+
+GUIDES: dict[str, Callable[[Spec], Impl]] = {"blis": blis}
+
+
+def guided(spec: Spec, name: str) -> Impl:
+    """The partial program of guide `name` for `spec`."""
+    try:
+        guide = GUIDES[name]
+    except KeyError:
+        raise ScheduleError(f"unknown guide {name!r}; known guides: {', '.join(sorted(GUIDES))}") from None
+    return guide(spec)
+
+
+def hand_rewrites(imp: Impl) -> int:
+    """How many rewrites a schedule applied by hand (its non-open nodes)."""
+    return sum(1 for node in imp.walk() if not isinstance(node, SpecHole))
