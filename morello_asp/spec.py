@@ -7,7 +7,7 @@ from math import prod
 
 from .dtypes import Dtype
 from .errors import SpecError, SpecSyntaxError
-from .kinds import kind as get_kind
+from .kinds import KINDS, kind as get_kind
 from .layout import Layout, LayoutError
 from .target import Target, get_target
 
@@ -266,9 +266,9 @@ class _Parser:
         dt = self.word("a dtype")
         try:
             dtype = Dtype.parse(dt)
-        except ValueError as e:
+        except ValueError:
             self.pos = start
-            self.error(str(e).replace("unknown dtype", "a dtype, not"))
+            self.error(f"a dtype (one of {', '.join(d.short for d in Dtype)})")
         self.eat(",")
         level = self.word("a memory level").upper()
         self.eat(",")
@@ -307,9 +307,9 @@ def parse_spec(text: str, target: Target | str | None = None) -> Spec:
     kname = p.word("a spec kind")
     try:
         k = get_kind(kname)
-    except ValueError as e:
+    except ValueError:
         p.pos = 0
-        p.error(str(e))
+        p.error(f"a spec kind (one of {', '.join(KINDS)})")
     p.eat("(")
     shape = p.dims()
     if kname.startswith("Matmul") and len(shape) == 3:
@@ -320,8 +320,13 @@ def parse_spec(text: str, target: Target | str | None = None) -> Spec:
     p.eat(",")
     p.skip_ws()
     if not p.peek("("):
+        start = p.pos
         dt = p.word("a dtype or a tensor spec")
-        dtype = Dtype.parse(dt)
+        try:
+            dtype = Dtype.parse(dt)
+        except ValueError:
+            p.pos = start
+            p.error(f"a dtype (one of {', '.join(d.short for d in Dtype)}) or a tensor spec")
         ops = [TensorSpec(dtype, tgt.levels[-1].name, Layout.row_major(len(d))) for d in rank_for]
         if p.maybe(","):
             flag = p.word("serial or parallel")

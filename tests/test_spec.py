@@ -67,6 +67,8 @@ def test_paper_example_and_sugar():
 @pytest.mark.parametrize("text,where,what", [
     ("(MatmulAccum(1x4x4x16, (f33, RF, row_major)", "column 25", "dtype"),
     ("Matmul(4x4x, f32)", "column 12", "dimension size"),
+    ("Matmul(4x4x4, f33)", "column 15", "a dtype (one of u8"),
+    ("Foo(4x4x4, f32)", "column 1", "a spec kind (one of Matmul"),
     ("(Matmul(1x4x4x4, (f32, GL, row_major, zz), (f32, GL, row_major), (f32, GL, row_major)), [1,1,1,1])", "column", "ua, cN or vN"),
 ])
 def test_syntax_errors_name_position_and_expectation(text, where, what):
