@@ -13,6 +13,8 @@ def load_program(file_or_spec: str, target: str = "avx2"):
         from morello_asp.serialize import load
 
         return load(file_or_spec)
+    if file_or_spec.endswith(".json"):
+        raise MorelloError(f"no program file {file_or_spec} (save one with `morello-asp synth SPEC --out FILE`)")
     from morello_asp.spec import parse_spec
 
     spec = parse_spec(file_or_spec, target)

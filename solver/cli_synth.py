@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 from morello_asp.errors import MorelloError
 
@@ -100,6 +101,8 @@ def _synth(args):
 def _query(args):
     if not args.db:
         raise MorelloError("query needs --db: it answers only from a memo table, without searching")
+    if not Path(args.db).is_file():
+        raise MorelloError(f"no memo table at {args.db}: run `morello-asp synth SPEC --db {args.db}` first")
     spec = _spec(args)
     search = _search(args, False)
     d = search.memo.get(spec)

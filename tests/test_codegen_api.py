@@ -141,3 +141,20 @@ def test_out_aliasing_an_input_is_safe():
     b = rng.random((16, 16), dtype=np.float32)
     want = a @ b
     np.testing.assert_allclose(fn(a, b, out=a), want, rtol=1e-5)
+
+
+def test_cli_bad_inputs_are_one_line_errors_and_create_nothing(tmp_path, capsys):
+    from morello_asp.cli import main
+
+    cases = [
+        (["run", str(tmp_path / "missing.json")], "no program file"),
+        (["synth", "Matmul(4x4x4, f33)", "--quiet"], "a dtype (one of"),
+        (["synth", "Conv(4x4x4, f32)", "--quiet"], "a spec kind (one of"),
+        (["query", "Matmul(4x4x4, f32)", "--db", str(tmp_path / "none.db")], "no memo table at"),
+        (["synth", "Matmul(4x4x4, f32)", "--rules", str(tmp_path / "none.lp"), "--quiet"], "rule file not found"),
+    ]
+    for argv, msg in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("morello-asp: error:") and msg in err and "Traceback" not in err, err
+    assert list(tmp_path.iterdir()) == []
