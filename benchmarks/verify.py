@@ -2,7 +2,7 @@
 (examples/fast_matmul.py) and synthesized matmuls; with --tables, proof time of whole
 memo tables (`db verify`) built by synthesizing Matmul NxNxN from an empty table.
 
-    python benchmarks/verify.py [--sizes 48 96 192 384] [--synth 4 8]
+    python benchmarks/verify.py [--sizes 48 96 192 384] [--synth 4 8 64] [--db FILE]
     python benchmarks/verify.py --tables 4 8 [--keep DIR]
 """
 from __future__ import annotations
@@ -24,6 +24,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", type=int, nargs="+", default=[48, 96, 192, 384])
     ap.add_argument("--synth", type=int, nargs="*", default=[4, 8])
+    ap.add_argument("--db", help="memo table for the synthesized programs (reused between runs)")
     ap.add_argument("--tables", type=int, nargs="+", help="prove memo tables of Matmul NxNxN instead")
     ap.add_argument("--keep", help="directory for the table files (default: a temporary one)")
     args = ap.parse_args(argv)
@@ -31,7 +32,7 @@ def main(argv=None):
         return tables(args.tables, args.keep)
     print(f"{'program':<34} {'nodes':>6} {'obligations':>12} {'proved':>7} {'seconds':>8}")
     progs = [(f"hand-scheduled {n}x{n}x{n}", fast_matmul(n, n, n)) for n in args.sizes]
-    progs += [(f"synthesized {n}x{n}x{n}", synthesize(f"Matmul({n}x{n}x{n}, f32)")) for n in args.synth]
+    progs += [(f"synthesized {n}x{n}x{n}", synthesize(f"Matmul({n}x{n}x{n}, f32)", db=args.db)) for n in args.synth]
     for name, imp in progs:
         rep = verify(imp)
         ok = sum(o.status == "proved" for o in rep.obligations)

@@ -25,6 +25,11 @@ from .emit import bench_function, bench_signature, emit_function, generate, para
 from .reference import flops, random_operands, reference, tolerance
 
 
+def per_call(seconds: float) -> str:
+    """Microseconds for tiny programs, milliseconds for big ones."""
+    return f"{seconds * 1e6:.3f} us" if seconds < 1e-3 else f"{seconds * 1e3:.3f} ms"
+
+
 @dataclass
 class BenchResult:
     seconds: float  # median seconds per call
@@ -33,7 +38,7 @@ class BenchResult:
     iters: int = 0  # calls per repetition
 
     def __str__(self) -> str:
-        per = f"{self.seconds * 1e6:.3f} us" if self.seconds < 1e-3 else f"{self.seconds * 1e3:.3f} ms"
+        per = per_call(self.seconds)
         return f"{per}/iter, {self.gflops:.2f} GFLOP/s (median of {len(self.times)} reps x {self.iters} calls)"
 
 

@@ -47,6 +47,7 @@ def _run_and_bench(imp, args):
         if not ok:
             return 1
     if args.bench:
+        from morello_asp.codegen.api import per_call
         from morello_asp.codegen.baseline import numpy_matmul_seconds
 
         r = fn.benchmark()
@@ -57,7 +58,7 @@ def _run_and_bench(imp, args):
             threads = None if args.numpy_threads == 0 else args.numpy_threads
             t = numpy_matmul_seconds(b, m, k, n, threads)
             gf = 2 * b * m * k * n / t / 1e9
-            print(f"numpy: {t * 1e6:.3f} us/iter, {gf:.2f} GFLOP/s (OpenBLAS threads: {threads or 'all'}; timed from "
+            print(f"numpy: {per_call(t)}/iter, {gf:.2f} GFLOP/s (OpenBLAS threads: {threads or 'all'}; timed from "
                   f"Python, so its ~1 us call overhead dominates tiny sizes)")
             print(f"ratio (ours / numpy): {r.gflops / gf:.2f}")
     return 0
