@@ -12,7 +12,7 @@ import clingo
 
 from morello_asp.errors import TargetError
 from morello_asp.naming import snake
-from morello_asp.target import Target, get_target
+from morello_asp.target import Target, get_target, rule_file
 
 from .errors import CodegenError
 
@@ -59,7 +59,7 @@ def _val(s: clingo.Symbol):
 
 def get_ctarget(name: str = "avx2", rules=()) -> CTarget:
     """The C side of target `name`, plus kernels defined in extra rule files."""
-    return _ctarget(name, tuple(str(r) for r in rules or ()))
+    return _ctarget(name, tuple(str(rule_file(r)) for r in rules or ()))
 
 
 @functools.lru_cache(maxsize=None)

@@ -112,6 +112,20 @@ def target_entry(name_or_path: str | Path) -> Path:
     raise TargetError(f"unknown target {name_or_path!r}; known targets: {', '.join(known)} (or pass a path to a .lp file)")
 
 
+def rule_file(name_or_path: str | Path) -> Path:
+    """A user's rule file, or an optional rule set shipped in `encodings/options/` by name."""
+    p = Path(name_or_path)
+    if p.exists():
+        return p.resolve()
+    cand = ENCODINGS / "options" / f"{name_or_path}.lp"
+    if p.suffix != ".lp" and cand.exists():
+        return cand
+    from .errors import RuleError
+
+    known = sorted(q.stem for q in (ENCODINGS / "options").glob("*.lp"))
+    raise RuleError(f"rule file not found: {name_or_path} (optional rule sets by name: {', '.join(known)})")
+
+
 def load_target_file(entry: Path, extra: tuple[Path, ...] = ()) -> Target:
     messages: list[str] = []
     ctl = clingo.Control(["--warn=none"], logger=lambda code, msg: messages.append(msg))

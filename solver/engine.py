@@ -17,7 +17,7 @@ import clingo
 
 from morello_asp.errors import RuleError, ScheduleError
 from morello_asp.spec import Spec
-from morello_asp.target import ENCODINGS, Target, get_target
+from morello_asp.target import ENCODINGS, Target, get_target, rule_file
 
 from . import clingo_run
 from .facts import (
@@ -98,10 +98,7 @@ SPLIT_MIN = 40  # classes per worker below which one in-process call is faster
 class Engine:
     def __init__(self, target: str | Target = "avx2", rules: tuple[str | Path, ...] = ()):
         self.target = target if isinstance(target, Target) else get_target(target)
-        for r in rules:
-            if not Path(r).exists():
-                raise RuleError(f"rule file not found: {r}")
-        self.files = [ENCODINGS / "synth.lp", *self.target.files, *(Path(r).resolve() for r in rules)]
+        self.files = [ENCODINGS / "synth.lp", *self.target.files, *(rule_file(r) for r in rules)]
         self._files = tuple(str(f) for f in self.files)
         self._cache: dict[Spec, list[Expansion]] = {}
         self._class_cache: dict[Spec, list[Expansion]] = {}

@@ -14,7 +14,7 @@ from morello_asp.errors import NoImplementationError, RuleError
 from morello_asp.solver.dp import Search
 from morello_asp.solver.engine import Engine, get_engine
 from morello_asp.solver.memo import DictMemo
-from morello_asp.synthesis import synthesize
+from morello_asp.synthesis import synthesize, synthesize_all
 
 SHARED = DictMemo()  # one table across the module: later shapes reuse earlier answers
 
@@ -180,3 +180,34 @@ def test_user_rule_syntax_error_names_file_and_line(tmp_path):
     with pytest.raises(RuleError) as e:
         Engine("avx2", (lp,))
     assert "broken.lp:3" in str(e.value) or "broken.lp:2" in str(e.value)
+
+
+def _tall_strided_cache_moves(imp, ways=8):
+    """Alloc nodes that keep a layout, go to L1 and view a non-contiguous tile of > ways rows."""
+    found = []
+    for n in imp.walk():
+        new = getattr(n, "new", None)
+        if new is None or new.level != "L1":
+            continue
+        old = n.spec.operands[n.operand]
+        shape = n.spec.operand_shapes[n.operand]
+        if old.level != "L1" and new.layout == old.layout and old.contig < old.layout.full_contiguity() \
+                and len(shape) >= 2 and shape[-2] > ways:
+            found.append(n)
+    return found
+
+
+def test_optional_l1_ways_rules_remove_tall_strided_cache_moves():
+    """`l1_ways` (encodings/options/) forbids caching a strided tile taller than L1's ways."""
+    tile = parse_spec("(MatmulAccum(1x4x16x16, (f32, GL, row_major), (f32, GL, row_major, c1), "
+                      "(f32, GL, row_major, c1)), [16, 16, 1024, 33554432])")
+    moves = {e.action.text() for e in Engine("avx2").expand(tile)}
+    moves_ways = {e.action.text() for e in Engine("avx2", ("l1_ways",)).expand(tile)}
+    assert moves - moves_ways == {"move_param(1, L1, row_major)"}  # 16 strided rows of B
+    # A 32x16 tile of B (rows 128 B apart): the default rules cache it in L1 as it is.
+    partial = parse_spec("Matmul(8x32x32, f32)").to_accum().subschedule([1], lambda a: a.tile([1, 8, 32, 16]))
+    plain, ways = synthesize_all(partial), synthesize_all(partial, rules=["l1_ways"])
+    assert _tall_strided_cache_moves(plain) and not _tall_strided_cache_moves(ways)
+    check_runs(ways)
+    with pytest.raises(RuleError, match="optional rule sets by name: .*l1_ways"):
+        Engine("avx2", ("no_such_option",))
