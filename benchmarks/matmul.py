@@ -44,7 +44,10 @@ def run(sizes, check: bool = True):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="f32 matmul: morello-asp vs numpy, single-threaded")
     ap.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024], help="n^3, hand schedule")
-    ap.add_argument("--suite", choices=["standard"], help="synthesized / user-guided programs of a suite")
+    ap.add_argument("--suite", choices=["standard", "automatic"],
+                    help="standard: synthesized / user-guided programs; automatic: every square size synthesized")
+    ap.add_argument("--rules", nargs="+", default=[], metavar="RULES",
+                    help="extra rule files or optional rule sets for the suite, e.g. l1_ways")
     ap.add_argument("--only", nargs="+", metavar="SIZE", help="suite sizes to run, e.g. 256 18x32x96 (m x n x k)")
     ap.add_argument("--db", help="memo table shared by the suite's sizes (default benchmarks/.suite.db)")
     ap.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds per size")
@@ -76,9 +79,12 @@ def suite_main(args, core: str) -> int:
         sizes = [s for s in sizes if s.label in want or f"{s.m}x{s.n}x{s.k}" in want]
         if not sizes:
             raise SystemExit(f"--only {' '.join(args.only)}: no such size in suite {args.suite}")
-    db = args.db or str(ms.DEFAULT_DB)
-    print(f"memo table: {db}", flush=True)
-    rows = ms.run_suite(sizes, db, args.rounds, log=lambda t: print(t, file=sys.stderr, flush=True))
+    # a table is tied to its logic files, so each rule set gets its own default table
+    default = ms.DEFAULT_DB.with_name(".suite" + "".join(f"-{Path(r).stem}" for r in args.rules) + ".db")
+    db = args.db or str(default)
+    print(f"memo table: {db}; extra rules: {', '.join(args.rules) or 'none'}", flush=True)
+    rows = ms.run_suite(sizes, db, args.rounds, log=lambda t: print(t, file=sys.stderr, flush=True),
+                        rules=tuple(args.rules))
     ms.print_table(rows, core)
     if args.recipe_check is not None:
         print("\nsearch space check: the synthesizer's n^3 program vs the hand recipe (examples/fast_matmul.py)")

@@ -24,7 +24,7 @@ from morello_asp import parse_spec  # noqa: E402
 from morello_asp.codegen.baseline import time_python  # noqa: E402
 from morello_asp.guides import blis, hand_rewrites  # noqa: E402
 from morello_asp.ir import Impl  # noqa: E402
-from morello_asp.synthesis import synthesize  # noqa: E402
+from morello_asp.synthesis import synthesize, synthesize_all  # noqa: E402
 
 DEFAULT_DB = Path(__file__).resolve().parent / ".suite.db"
 
@@ -68,7 +68,10 @@ STANDARD = [
     _rect("192x64x128", "guided"), _rect("480x512x16", "guided"), _rect("384x256x256", "guided"),
     _rect("784x128x512", "guided"), _rect("1020x1152x1152", "guided"),
 ]
-SUITES = {"standard": STANDARD}
+# Every square size with nothing by hand; meant for `--rules l1_ways` (README, Optional
+# rule sets): with the default rules the large sizes cache unpacked B tiles that alias in L1.
+AUTOMATIC = [_sq(n, "synthesized") for n in (64, 128, 256, 512, 1024, 2048)]
+SUITES = {"standard": STANDARD, "automatic": AUTOMATIC}
 
 
 @dataclass
@@ -87,20 +90,20 @@ class Row:
         return self.gflops / self.numpy_gflops
 
 
-def build(size: Size, db) -> tuple[Impl, int, float]:
+def build(size: Size, db, rules=()) -> tuple[Impl, int, float]:
     """The program for one size, how many rewrites were by hand, and synthesis seconds."""
     t0 = time.perf_counter()
     if size.mode == "synthesized":
-        return synthesize(size.spec_text, db=db), 0, time.perf_counter() - t0
+        return synthesize(size.spec_text, db=db, rules=rules), 0, time.perf_counter() - t0
     partial = blis(parse_spec(size.spec_text))
     t0 = time.perf_counter()
-    imp = partial.synthesize_all(db=db)
+    imp = synthesize_all(partial, db=db, rules=rules)
     return imp, hand_rewrites(partial), time.perf_counter() - t0
 
 
-def checked(imp: Impl, size: Size, rng):
+def checked(imp: Impl, size: Size, rng, rules=()):
     """The compiled program and its inputs, after comparing its result with numpy's."""
-    fn = imp.compile()
+    fn = imp.compile(rules=rules)
     a = rng.random((size.m, size.k), dtype=np.float32) - 0.5
     b = rng.random((size.k, size.n), dtype=np.float32) - 0.5
     ref = a.astype(np.float64) @ b.astype(np.float64)
@@ -127,13 +130,13 @@ def time_pair(fn, a, b, flops: int, rounds: int) -> tuple[float, float, float]:
     return max(ours), max(ref), statistics.median(ratios)
 
 
-def run_suite(sizes: list[Size], db, rounds: int = 7, log=print) -> list[Row]:
+def run_suite(sizes: list[Size], db, rounds: int = 7, log=print, rules=()) -> list[Row]:
     rng = np.random.default_rng(0)
     rows = []
     for s in sizes:
         log(f"[{s.label}] {s.mode}: {s.spec_text} ...")
-        imp, hand, secs = build(s, db)
-        fn, a, b = checked(imp, s, rng)
+        imp, hand, secs = build(s, db, rules)
+        fn, a, b = checked(imp, s, rng, rules)
         g, r, pr = time_pair(fn, a, b, s.flops, rounds)
         rows.append(Row(s, s.mode, hand, secs, imp.cost.main, g, r, pr))
         log(f"[{s.label}] synthesis {secs:.1f} s, {g:.1f} GFLOP/s, numpy {r:.1f}, ratio {g / r:.2f}")
