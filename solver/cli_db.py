@@ -182,6 +182,6 @@ def register(sub) -> None:
     v = dsub.add_parser("verify", help="prove every rectangle's decision legal for every spec it holds (z3)")
     v.add_argument("file")
     v.add_argument("--limit", type=int, help="only the first N rectangles")
-    v.add_argument("--rules", action="append", default=[], help="the extra rule files the table was built with")
+    v.add_argument("--rules", action="append", default=[], metavar="FILE.lp|NAME", help="the extra rule files or rule sets the table was built with")
     v.add_argument("-q", "--quiet", action="store_true", help="no progress line, no list of unknowns")
     v.set_defaults(func=lambda a: verify(a.file, a.rules, a.limit, a.quiet))

@@ -137,7 +137,7 @@ def register(sub):
     def common(p):
         p.add_argument("spec", help='a spec, e.g. "Matmul(64x64x64, f32)" or the full paper syntax')
         p.add_argument("--target", default="avx2", help="target name or path to a target .lp file")
-        p.add_argument("--rules", action="append", metavar="FILE.lp", help="extra logic file (repeatable)")
+        p.add_argument("--rules", action="append", metavar="FILE.lp|NAME", help="extra logic file, or an optional rule set of encodings/options/ by name, e.g. l1_ways (repeatable)")
         p.add_argument("--db", help="memo table file to reuse and grow")
 
     p = sub.add_parser("synth", help="synthesize the optimal program for a spec")
