@@ -211,3 +211,23 @@ def test_optional_l1_ways_rules_remove_tall_strided_cache_moves():
     check_runs(ways)
     with pytest.raises(RuleError, match="optional rule sets by name: .*l1_ways"):
         Engine("avx2", ("no_such_option",))
+
+
+def test_optional_rows6_rules_offer_six_row_tiles_over_packed_panels():
+    """`rows6` adds 6-row tiles (the 6x16 register block) where rhs is a packed L1 panel."""
+    packed = parse_spec("(MatmulAccum(1x12x16x16, (f32, L1, row_major), (f32, L1, [0, 2, 1, 2 p(16)]), "
+                        "(f32, L1, row_major)), [16, 16, 1024, 33554432])")
+    plain = parse_spec("(MatmulAccum(1x12x16x16, (f32, L1, row_major), (f32, L1, row_major), "
+                       "(f32, L1, row_major)), [16, 16, 1024, 33554432])")
+    eng, eng6 = Engine("avx2"), Engine("avx2", ("rows6",))
+    six = "tile([1, 6, 16, 16])"
+    assert six not in {e.action.text() for e in eng.expand(packed)}
+    assert six not in {e.action.text() for e in eng6.expand(plain)}
+    exps = [e for e in eng6.expand(packed) if e.action.text() == six]
+    assert len(exps) == 1 and all(c.shape[1] == 6 for c in exps[0].children)
+    # A partial program that packs B; the synthesizer finishes it with 6-row register tiles.
+    partial = parse_spec("Matmul(12x16x16, f32)").to_accum().subschedule(
+        [1], lambda a: a.move_param(1, "L1", "[0, 2, 1, 2 p(16)]"))
+    imp = synthesize_all(partial, rules=["rows6"])
+    assert any(getattr(n, "tile_shape", (0, 0))[1:2] == (6,) for n in imp.walk()), str(imp)
+    check_runs(imp)
