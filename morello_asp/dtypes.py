@@ -31,8 +31,12 @@ class Dtype(Enum):
         return self in (Dtype.F32, Dtype.BF16)
 
     @classmethod
+    def choices(cls) -> str:
+        return ", ".join(d.short for d in cls)
+
+    @classmethod
     def parse(cls, text: str) -> "Dtype":
         for d in cls:
             if d.short == text:
                 return d
-        raise ValueError(f"unknown dtype {text!r}; expected one of {', '.join(d.short for d in cls)}")
+        raise ValueError(f"unknown dtype {text!r}; expected one of {cls.choices()}")

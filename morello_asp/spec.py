@@ -268,7 +268,7 @@ class _Parser:
             dtype = Dtype.parse(dt)
         except ValueError:
             self.pos = start
-            self.error(f"a dtype (one of {', '.join(d.short for d in Dtype)})")
+            self.error(f"a dtype (one of {Dtype.choices()})")
         self.eat(",")
         level = self.word("a memory level").upper()
         self.eat(",")
@@ -326,7 +326,7 @@ def parse_spec(text: str, target: Target | str | None = None) -> Spec:
             dtype = Dtype.parse(dt)
         except ValueError:
             p.pos = start
-            p.error(f"a dtype (one of {', '.join(d.short for d in Dtype)}) or a tensor spec")
+            p.error(f"a dtype (one of {Dtype.choices()}) or a tensor spec")
         ops = [TensorSpec(dtype, tgt.levels[-1].name, Layout.row_major(len(d))) for d in rank_for]
         if p.maybe(","):
             flag = p.word("serial or parallel")

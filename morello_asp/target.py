@@ -11,7 +11,7 @@ from pathlib import Path
 
 import clingo
 
-from .errors import TargetError
+from .errors import RuleError, TargetError
 
 ENCODINGS = Path(__file__).resolve().parent.parent / "encodings"
 try:  # installed layout: morello_asp/encodings
@@ -120,8 +120,6 @@ def rule_file(name_or_path: str | Path) -> Path:
     cand = ENCODINGS / "options" / f"{name_or_path}.lp"
     if p.suffix != ".lp" and cand.exists():
         return cand
-    from .errors import RuleError
-
     known = sorted(q.stem for q in (ENCODINGS / "options").glob("*.lp"))
     raise RuleError(f"rule file not found: {name_or_path} (optional rule sets by name: {', '.join(known)})")
 
