@@ -208,6 +208,7 @@ def test_optional_l1_ways_rules_remove_tall_strided_cache_moves():
     partial = parse_spec("Matmul(8x32x32, f32)").to_accum().subschedule([1], lambda a: a.tile([1, 8, 32, 16]))
     plain, ways = synthesize_all(partial), synthesize_all(partial, rules=["l1_ways"])
     assert _tall_strided_cache_moves(plain) and not _tall_strided_cache_moves(ways)
+    check_runs(plain)
     check_runs(ways)
     with pytest.raises(RuleError, match="optional rule sets by name: .*l1_ways"):
         Engine("avx2", ("no_such_option",))
