@@ -1,6 +1,6 @@
 """Backend: implementation tree -> C (AVX2) -> cffi module -> call on numpy arrays."""
-from .api import BenchResult, Program, attach, compile_impl, compile_many
+from .api import BenchResult, Program, compile_impl, compile_many
 from .emit import generate, to_c
 from .reference import flops, reference
 
-__all__ = ["BenchResult", "Program", "attach", "compile_impl", "compile_many", "flops", "generate", "reference", "to_c"]
+__all__ = ["BenchResult", "Program", "compile_impl", "compile_many", "flops", "generate", "reference", "to_c"]

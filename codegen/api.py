@@ -17,6 +17,7 @@ import numpy as np
 from morello_asp.errors import CodegenError
 from morello_asp.ir import Impl
 from morello_asp.spec import Spec
+from morello_asp.target import Target
 
 from .build import build
 from .convert import from_buffer, is_aligned, to_buffer
@@ -45,12 +46,12 @@ class BenchResult:
 class Program:
     """A compiled program: call it on numpy arrays, or time it."""
 
-    def __init__(self, impl: Impl, target: str = "avx2", rules=(), _built=None):
+    def __init__(self, impl: Impl, target: str | Target | None = None, rules=(), _built=None):
         self.impl = impl
         self.spec: Spec = impl.spec
         if _built is None:
             self.source, self.openmp = generate(impl, target, rules)
-            ct = get_ctarget(target, rules)
+            ct = get_ctarget(target or impl.spec.target, rules)
             cdef = signature(self.spec, "kernel") + ";\n" + bench_signature(self.spec, "kernel") + ";"
             _built = (build(self.source, cdef, ct.flags, self.openmp), "kernel")
         self.module, fname = _built
@@ -145,13 +146,16 @@ class Program:
         return BenchResult(med, flops(spec) / med / 1e9, ts, iters)
 
 
-def compile_impl(impl: Impl, target: str = "avx2", rules=()) -> Program:
+def compile_impl(impl: Impl, target: str | Target | None = None, rules=()) -> Program:
     return Program(impl, target, rules)
 
 
-def compile_many(impls: list[Impl], target: str = "avx2", rules=()) -> list[Program]:
+def compile_many(impls: list[Impl], target: str | Target | None = None, rules=()) -> list[Program]:
     """Many programs in one C module (functions kernel_0, kernel_1, ...): one gcc run
     instead of one per program, which is most of the time for small programs."""
+    if not impls:
+        return []
+    target = target or impls[0].spec.target
     ct = get_ctarget(target, rules)
     bodies, cdefs, omp = [], [], False
     for i, impl in enumerate(impls):
@@ -165,15 +169,3 @@ def compile_many(impls: list[Impl], target: str = "avx2", rules=()) -> list[Prog
     for p in progs:
         p.source, p.openmp = source, omp
     return progs
-
-
-def attach():
-    """Give every IR node to_c / compile / benchmark (called from morello_asp/__init__)."""
-    from .emit import to_c
-
-    Impl.to_c = lambda self, target="avx2", rules=(): to_c(self, target, rules)
-    Impl.compile = lambda self, target="avx2", rules=(): compile_impl(self, target, rules)
-    Impl.benchmark = lambda self, target="avx2", rules=(), **kw: compile_impl(self, target, rules).benchmark(**kw)
-
-
-attach()

@@ -4,33 +4,41 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from morello_asp.errors import CodegenError, MorelloError
+from morello_asp.errors import MorelloError, RefutedError
 
 
-def load_program(file_or_spec: str, target: str = "avx2"):
-    """A saved program if the argument names a file, else the synthesized program for a spec."""
+def load_program(args):
+    """(program, rule files) from a saved program if the argument names a file (proved
+    legal first unless --no-verify), else the synthesized program for a spec."""
+    file_or_spec = args.program
+    rules = tuple(args.rules or ())
     if Path(file_or_spec).is_file():
-        from morello_asp.serialize import load
+        from morello_asp.serialize import load_with_rules
 
-        return load(file_or_spec)
+        imp, saved = load_with_rules(file_or_spec)
+        rules = saved + rules
+        if not args.no_verify:
+            from morello_asp.solver.verify import verify
+
+            rep = verify(imp, rules)
+            if not rep.ok:
+                raise RefutedError(f"{file_or_spec}: the program is not proved legal, not running it "
+                                   f"(--no-verify to run anyway):\n{rep}")
+        return imp, rules
     if file_or_spec.endswith(".json"):
         raise MorelloError(f"no program file {file_or_spec} (save one with `morello-asp synth SPEC --out FILE`)")
     from morello_asp.spec import parse_spec
+    from morello_asp.synthesis import synthesize
 
-    spec = parse_spec(file_or_spec, target)
-    try:
-        from morello_asp.synthesis import synthesize
-    except ImportError as e:
-        raise CodegenError(f"{file_or_spec!r} is not a file, and synthesis is not available ({e}); "
-                           "save a program with morello_asp.serialize.save and pass its path") from None
-    return synthesize(spec, target)
+    spec = parse_spec(file_or_spec, args.target)
+    return synthesize(spec, rules=rules), rules
 
 
 def _run(args):
-    imp = load_program(args.program, args.target)
+    imp, rules = load_program(args)
     if args.show_c:
-        print(imp.to_c(args.target))
-    fn = imp.compile(args.target)
+        print(imp.to_c(rules))
+    fn = imp.compile(rules)
     err, tol = fn.check(args.seed)
     ok = err <= tol
     print(f"{imp.spec}")
@@ -39,11 +47,11 @@ def _run(args):
 
 
 def _bench(args):
-    imp = load_program(args.program, args.target)
-    fn = imp.compile(args.target)
+    imp, rules = load_program(args)
+    fn = imp.compile(rules)
     err, tol = fn.check()
     if err > tol:
-        raise MorelloError(f"program output differs from numpy by {err:.3g} (tolerance {tol:.3g}); not timing it")
+        raise RefutedError(f"program output differs from numpy by {err:.3g} (tolerance {tol:.3g}); not timing it")
     r = fn.benchmark(reps=args.reps)
     print(f"{imp.spec}")
     print(r)
@@ -55,7 +63,10 @@ def register(sub):
                             ("bench", _bench, "compile a program and time it (loop in C, median of repetitions)")):
         p = sub.add_parser(name, help=help_)
         p.add_argument("program", metavar="FILE_OR_SPEC", help="program JSON saved by morello_asp.serialize.save, or a spec to synthesize")
-        p.add_argument("--target", default="avx2")
+        p.add_argument("--target", default="avx2", help="target for a spec (a saved program names its own)")
+        p.add_argument("--rules", action="append", metavar="FILE.lp|NAME",
+                       help="extra logic file (kernels), besides those a saved program records")
+        p.add_argument("--no-verify", action="store_true", help="run a saved program without proving it legal first")
         if name == "run":
             p.add_argument("--seed", type=int, default=0)
             p.add_argument("--show-c", action="store_true", help="print the generated C first")

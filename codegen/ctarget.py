@@ -12,7 +12,7 @@ import clingo
 
 from morello_asp.errors import TargetError
 from morello_asp.naming import snake
-from morello_asp.target import Target, get_target, rule_file
+from morello_asp.target import Target, as_target, get_target, rule_file
 
 from .errors import CodegenError
 
@@ -57,14 +57,17 @@ def _val(s: clingo.Symbol):
     return str(s)
 
 
-def get_ctarget(name: str = "avx2", rules=()) -> CTarget:
-    """The C side of target `name`, plus kernels defined in extra rule files."""
-    return _ctarget(name, tuple(str(rule_file(r)) for r in rules or ()))
+def get_ctarget(target: str | Target | None = None, rules=()) -> CTarget:
+    """The C side of a target (a name, an entry file or a Target; None: the default),
+    plus kernels defined in extra rule files."""
+    tgt = as_target(target)
+    return _ctarget(tgt.key, tuple(str(rule_file(r)) for r in rules or ()))
 
 
 @functools.lru_cache(maxsize=None)
-def _ctarget(name: str, rules: tuple[str, ...]) -> CTarget:
-    tgt = get_target(name)
+def _ctarget(key: tuple[str, ...], rules: tuple[str, ...]) -> CTarget:
+    tgt = get_target(key[0], key[1:])
+    name = tgt.name
     ctl = clingo.Control(["--warn=none"])
     try:
         for f in (*tgt.files, *rules):

@@ -17,9 +17,9 @@ from math import prod
 import numpy as np
 
 from morello_asp.expr import Add, Const, Expr, Mul, Var, lift
-from morello_asp.ir import Alloc, Block, Impl, KernelApp, Loop, Pipeline, SpecHole
-from morello_asp.printer import PARAM_NAMES
+from morello_asp.ir import Alloc, Block, Impl, KernelApp, Loop, SpecHole
 from morello_asp.spec import Spec, TensorSpec
+from morello_asp.target import Target
 
 from .ctarget import CTarget, get_ctarget
 from .errors import CodegenError
@@ -51,7 +51,7 @@ class View:
 
 
 def param_names(spec: Spec) -> list[str]:
-    return list(PARAM_NAMES.get(spec.kind, [f"op{i}" for i in range(len(spec.operands))]))
+    return list(spec.k.params or [f"op{i}" for i in range(len(spec.operands))])
 
 
 def inputs_of(spec: Spec) -> list[int]:
@@ -167,8 +167,6 @@ class Emitter:
             self.alloc(node, views)
         elif isinstance(node, SpecHole):
             raise CodegenError(f"the program is incomplete: open spec {spec} has no implementation")
-        elif isinstance(node, Pipeline):
-            raise CodegenError("Pipeline nodes are not supported by codegen yet")
         else:
             raise CodegenError(f"no C for IR node {type(node).__name__}")
 
@@ -249,7 +247,7 @@ class Emitter:
         new = node.new
         level = new.level
         root = old.buf.root or old.buf.name
-        name = self.fresh({"RF": "r", "VRF": "v", "L1": "l", "GL": "g"}.get(level, "b") + root)
+        name = self.fresh(self.ct.target.prefix(level) + root)
         buf = Buffer(name, old.shape, new, self.is_register(level), root)
         ct = new.dtype.c_type
         self.out("{")
@@ -448,13 +446,13 @@ def signature(spec: Spec, fname: str) -> str:
     return f"void {fname}({', '.join(params)})"
 
 
-def emit_function(impl: Impl, fname: str = "kernel", target: str = "avx2", rules=()) -> tuple[str, bool]:
+def emit_function(impl: Impl, fname: str = "kernel", target: str | Target | None = None, rules=()) -> tuple[str, bool]:
     """C text of one function computing `impl` on buffers in the operands' layouts,
     and whether it needs OpenMP."""
     if not impl.is_complete:
         path, hole = impl.holes()[0]
         raise CodegenError(f"the program is incomplete: open spec at child path {list(path)}: {hole.spec}")
-    ct = get_ctarget(target, rules)
+    ct = get_ctarget(target or impl.spec.target, rules)
     em = Emitter(ct)
     spec = impl.spec
     names = param_names(spec)
@@ -496,16 +494,16 @@ def emit_function(impl: Impl, fname: str = "kernel", target: str = "avx2", rules
     return "\n".join(head + em.lines + ["}"]), em.uses_omp
 
 
-def generate(impl: Impl, target: str = "avx2", rules=()) -> tuple[str, bool]:
+def generate(impl: Impl, target: str | Target | None = None, rules=()) -> tuple[str, bool]:
     """Readable C for `impl` (prelude, the program function `kernel` and its timing
     loop `kernel_bench`) and whether it needs OpenMP."""
     body, omp = emit_function(impl, "kernel", target, rules)
-    ct = get_ctarget(target, rules)
+    ct = get_ctarget(target or impl.spec.target, rules)
     src = "\n".join(prelude(ct)) + "\n\n" + body + "\n\n" + bench_function(impl.spec, "kernel") + "\n"
     return src, omp
 
 
-def to_c(impl: Impl, target: str = "avx2", rules=()) -> str:
+def to_c(impl: Impl, target: str | Target | None = None, rules=()) -> str:
     """`rules`: extra logic files whose kernels the program uses (tgt_kernel_c facts)."""
     return generate(impl, target, rules)[0]
 

@@ -1,22 +1,21 @@
 """morello-asp: a synthesizing compiler for tensor programs whose rewrite rules and
 targets are logic programs."""
+from .cost import Cost, compute_cost
 from .dtypes import Dtype
 from .errors import (
     LegalityError, MorelloError, NoImplementationError, RuleError, ScheduleError, SpecError,
     SpecSyntaxError, TargetError,
 )
-from .ir import Alloc, Block, Impl, KernelApp, Loop, Pipeline, SpecHole
+from .ir import Alloc, Block, Impl, KernelApp, Loop, SpecHole
 from .layout import Layout, PhysDim
+from .rewrites import Action
 from .spec import Spec, TensorSpec, parse_spec
+from .synthesis import synthesize, synthesize_all
 from .target import Target, get_target
-from . import schedule as _schedule  # noqa: F401  (attaches scheduling methods)
-from .cost import Cost, compute_cost
-from .codegen import api as _codegen_api  # noqa: F401,E402  (attaches to_c/compile/benchmark)
-from .synthesis import synthesize, synthesize_all  # noqa: E402  (attaches synthesize_all)
 
 __all__ = [
-    "Alloc", "Block", "Cost", "Dtype", "Impl", "KernelApp", "Layout", "LegalityError", "Loop",
-    "MorelloError", "NoImplementationError", "PhysDim", "Pipeline", "RuleError", "ScheduleError",
+    "Action", "Alloc", "Block", "Cost", "Dtype", "Impl", "KernelApp", "Layout", "LegalityError", "Loop",
+    "MorelloError", "NoImplementationError", "PhysDim", "RuleError", "ScheduleError",
     "Spec", "SpecError", "SpecHole", "SpecSyntaxError", "TargetError", "TensorSpec", "Target",
     "compute_cost", "get_target", "parse_spec", "synthesize", "synthesize_all",
 ]

@@ -6,7 +6,7 @@ import argparse
 import importlib
 import sys
 
-from .errors import MorelloError
+from .errors import MorelloError, RefutedError
 
 COMMAND_MODULES = [
     "morello_asp.cli_schedule",
@@ -30,6 +30,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args) or 0
+    except RefutedError as e:  # a check ran and failed: exit 1, as a refuted proof does
+        print(f"morello-asp: error: {e}", file=sys.stderr)
+        return 1
     except MorelloError as e:
         print(f"morello-asp: error: {e}", file=sys.stderr)
         return 2

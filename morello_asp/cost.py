@@ -3,7 +3,7 @@
 c(loop)   = ceil(trips / threads if parallel) * (c(body) + loop overhead) + sum c(boundary)
             [+ parallel overhead]   (loop overhead: tgt_loop_overhead/1, 0 if absent, and 0
             for a loop codegen writes out unrolled: one that steps through registers)
-c(block)  = sum c(children)           c(pipeline) = sum c(children)
+c(block)  = sum c(children)
 c(alloc)  = m(src) + m(dest) + sum c(children)
             [+ move overhead of the destination level if the move copies: tgt_move_overhead/2]
 c(kernel) = the kernel's cost from the target's logic files
@@ -18,17 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-from .ir import Alloc, Block, Impl, KernelApp, Loop, Pipeline, SpecHole
+from .ir import Alloc, Impl, Loop, SpecHole
 from .spec import TensorSpec
-from .target import Target, get_target
+from .rewrites import for_node
+from .target import Target
 
 
 def pow2ceil(x: int) -> int:
     return 0 if x <= 0 else 1 << (x - 1).bit_length()
-
-
-def pow2floor(x: int) -> int:
-    return 0 if x <= 0 else 1 << (x.bit_length() - 1)
 
 
 def cache_lines(ts: TensorSpec, shape, target: Target) -> int:
@@ -75,32 +72,19 @@ def loop_cost(node: Loop, body_cost: int, boundary_costs, target: Target) -> int
 
 
 def node_cost(node: Impl, child_costs: list[int], target: Target) -> int:
-    """Cost of one node given its children's costs: the affine step the DP uses."""
-    if isinstance(node, Loop):
-        return loop_cost(node, child_costs[0], child_costs[1:], target)
-    if isinstance(node, (Block, Pipeline)):
-        return sum(child_costs)
-    if isinstance(node, Alloc):
-        return alloc_cost(node, target) + sum(child_costs)
-    if isinstance(node, KernelApp):
-        return node.kernel_cost
+    """Cost of one node given its children's costs: the affine step the DP uses; the
+    rule is the family's that builds the node (morello_asp.rewrites)."""
     if isinstance(node, SpecHole):
         return 0
-    raise TypeError(f"no cost rule for {type(node).__name__}")
+    return for_node(node).cost(node, child_costs, target)
 
 
 def node_peak(node: Impl, child_peaks: list[tuple[int, ...]], target: Target) -> tuple[int, ...]:
     """Smallest per-level limits under which this node's program still fits, given its
-    children's: an alloc of u units needs u + pow2ceil(child need), because a child's
-    limit is snapped down to a power of two after the allocation is subtracted."""
-    n = len(target.levels)
-    base = tuple(max((p[i] for p in child_peaks), default=0) for i in range(n))
-    if isinstance(node, Alloc):
-        li = target.level(node.new.level).index
-        base = tuple(
-            alloc_units(node, target) + pow2ceil(v) if i == li else v for i, v in enumerate(base)
-        )
-    return base
+    children's (the family's rule; an open spec needs nothing)."""
+    if isinstance(node, SpecHole):
+        return tuple(0 for _ in target.levels)
+    return for_node(node).peak(node, child_peaks, target)
 
 
 @dataclass(frozen=True)
@@ -109,10 +93,10 @@ class Cost:
     peak: tuple[int, ...]
     depth: int
     complete: bool
+    levels: tuple[str, ...] = ()  # the target's level names, for `peak`
 
-    def describe(self, target: Target | None = None) -> str:
-        target = target or get_target()
-        peaks = ", ".join(f"{lv.name} {p}" for lv, p in zip(target.levels, self.peak))
+    def describe(self) -> str:
+        peaks = ", ".join(f"{lv} {p}" for lv, p in zip(self.levels, self.peak))
         tail = "" if self.complete else " (partial: open specs count 0)"
         return f"cost {self.main}, peak memory [{peaks}], depth {self.depth}{tail}"
 
@@ -120,11 +104,13 @@ class Cost:
 
 
 def compute_cost(node: Impl, target: Target | None = None) -> Cost:
-    target = target or get_target()
+    """The program's cost under `target` (default: the one its spec is for)."""
+    target = target or node.spec.target
     kids = [compute_cost(c, target) for c in node.children]
     return Cost(
         main=node_cost(node, [k.main for k in kids], target),
         peak=node_peak(node, [k.peak for k in kids], target),
         depth=1 + max((k.depth for k in kids), default=0),
         complete=not isinstance(node, SpecHole) and all(k.complete for k in kids),
+        levels=tuple(target.level_names),
     )

@@ -33,6 +33,11 @@ class LegalityError(MorelloError):
     """A program or layout that a z3 legality proof refutes."""
 
 
+class RefutedError(MorelloError):
+    """A check that ran and failed: a proof refuted, a result that differs from numpy
+    (the CLI exits 1 for these, 2 for bad input)."""
+
+
 class CodegenError(MorelloError):
     """A program that cannot be lowered to C (open specs, a kernel without C, a bad template)."""
 

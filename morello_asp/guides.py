@@ -65,7 +65,8 @@ def blis(spec: Spec, kc: int | None = None, mc: int | None = None) -> Impl:
     if problems:
         raise ScheduleError(f"guide 'blis' does not apply to {spec}: it needs " + "; ".join(problems))
     imp = spec.to_accum()
-    imp = imp.subschedule([1], lambda a: a.move_param(1, "GL", PACK))
+    memory = spec.target.memory_level.name  # pack B into panels in a buffer of its own
+    imp = imp.subschedule([1], lambda a: a.move_param(1, memory, PACK))
     if kc:
         imp = _map_accum_holes(imp, _tile_dim(2, kc))  # k chunks (split)
     if mc:

@@ -9,11 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import product as iproduct
 from math import prod
+from typing import TYPE_CHECKING, Any, Iterator
 
+from .schedulable import Schedulable
 from .spec import Spec, TensorSpec
 
+if TYPE_CHECKING:
+    from .codegen.api import BenchResult, Program
+    from .cost import Cost
 
-class Impl:
+
+class Impl(Schedulable):
+    """A node of a (partial) program; the scheduling primitives grow its open specs."""
+
     spec: Spec
 
     @property
@@ -23,7 +31,40 @@ class Impl:
     def with_children(self, children) -> "Impl":
         return self
 
-    def walk(self):
+    @property
+    def cost(self) -> "Cost":
+        """Cost, peak memory and depth under the spec's target (paper 3)."""
+        from .cost import compute_cost
+
+        return compute_cost(self)
+
+    def __str__(self) -> str:
+        from .printer import listing
+
+        return listing(self)
+
+    def synthesize_all(self, db: Any = None, rules=(), progress=None) -> "Impl":
+        """Fill every open spec with its optimal implementation (paper 2.3)."""
+        from .synthesis import synthesize_all
+
+        return synthesize_all(self, db, rules=rules, progress=progress)
+
+    def to_c(self, rules=()) -> str:
+        """The C of the complete program (`rules`: logic files with kernels it uses)."""
+        from .codegen.emit import to_c
+
+        return to_c(self, self.spec.target, rules)
+
+    def compile(self, rules=()) -> "Program":
+        """Compile through cffi: a callable on numpy arrays."""
+        from .codegen.api import compile_impl
+
+        return compile_impl(self, self.spec.target, rules)
+
+    def benchmark(self, rules=(), **kw: Any) -> "BenchResult":
+        return self.compile(rules).benchmark(**kw)
+
+    def walk(self) -> Iterator["Impl"]:
         yield self
         for c in self.children:
             yield from c.walk()
@@ -123,22 +164,6 @@ class Block(Impl):
 
     def with_children(self, children):
         return Block(self.spec, tuple(children))
-
-
-@dataclass(frozen=True, eq=False)
-class Pipeline(Impl):
-    """Stages joined by intermediate buffers (Compose, after bufferize)."""
-
-    spec: Spec
-    intermediates: tuple[TensorSpec, ...]
-    stages: tuple[Impl, ...]
-
-    @property
-    def children(self):
-        return self.stages
-
-    def with_children(self, children):
-        return Pipeline(self.spec, self.intermediates, tuple(children))
 
 
 @dataclass(frozen=True, eq=False)

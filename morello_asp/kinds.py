@@ -17,6 +17,7 @@ class Kind:
     operand_dims: Callable[[int], tuple[tuple[int, ...], ...]]
     output: int  # index of the output operand (the last, by convention)
     reduction: Callable[[int], tuple[int, ...]]  # spec dims absent from the output
+    params: tuple[str, ...] = ()  # operand names in listings, C and kernel templates
     accum_of: str | None = None  # for accumulating kinds: the non-accumulating kind
     init_kind: str | None = None  # for accumulating kinds: the kind that initialises the output
 
@@ -56,10 +57,10 @@ def _k(rank: int):
 
 
 KINDS: dict[str, Kind] = {
-    "Matmul": Kind("Matmul", 4, _matmul_dims, 2, _k),
-    "MatmulAccum": Kind("MatmulAccum", 4, _matmul_dims, 2, _k, accum_of="Matmul", init_kind="Zero"),
-    "Zero": Kind("Zero", None, _elementwise(1), 0, _none),
-    "Move": Kind("Move", None, _elementwise(2), 1, _none),
+    "Matmul": Kind("Matmul", 4, _matmul_dims, 2, _k, ("lhs", "rhs", "out")),
+    "MatmulAccum": Kind("MatmulAccum", 4, _matmul_dims, 2, _k, ("lhs", "rhs", "out"), accum_of="Matmul", init_kind="Zero"),
+    "Zero": Kind("Zero", None, _elementwise(1), 0, _none, ("out",)),
+    "Move": Kind("Move", None, _elementwise(2), 1, _none, ("src", "dst")),
 }
 
 ACCUM_VARIANT = {k.accum_of: k.name for k in KINDS.values() if k.accum_of}

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 from .cost import compute_cost
-from .ir import Alloc, Block, Impl, KernelApp, Loop, Pipeline, SpecHole
-from .spec import TensorSpec
-from .target import get_target
+from .ir import Alloc, Block, Impl, KernelApp, Loop, SpecHole
+from .spec import Spec, TensorSpec
 
-PARAM_NAMES = {"Matmul": ["lhs", "rhs", "out"], "MatmulAccum": ["lhs", "rhs", "out"], "Zero": ["out"], "Move": ["src", "dst"]}
+
+def param_names(spec: Spec) -> list[str]:
+    """Operand names: the kind's, or p0, p1, ..."""
+    return list(spec.k.params or [f"p{i}" for i in range(len(spec.operands))])
 
 
 def _tdesc(ts: TensorSpec, shape) -> str:
@@ -28,9 +30,9 @@ class _Names:
 
 
 def listing(impl: Impl, names: list[str] | None = None, show_cost: bool = True) -> str:
-    tgt = get_target()
+    tgt = impl.spec.target
     env = _Names()
-    top = names or [env.fresh(n) for n in PARAM_NAMES.get(impl.spec.kind, [f"p{i}" for i in range(len(impl.spec.operands))])]
+    top = names or [env.fresh(n) for n in param_names(impl.spec)]
     for n in top:
         env.used.setdefault(n, 1)
     lines: list[str] = []
@@ -56,7 +58,7 @@ def listing(impl: Impl, names: list[str] | None = None, show_cost: bool = True) 
                 rec(b, args, depth + 2)
         elif isinstance(node, Alloc):
             shape = spec.operand_shapes[node.operand]
-            nm = env.fresh({"RF": "r", "VRF": "v", "L1": "l", "GL": "g"}.get(node.new.level, "b") + args[node.operand].lstrip("t"))
+            nm = env.fresh(tgt.prefix(node.new.level) + args[node.operand].lstrip("t"))
             emit(depth, f"alloc {nm}: {_tdesc(node.new, shape)} ← {args[node.operand]}:", node)
             inner = list(args)
             inner[node.operand] = nm
@@ -65,8 +67,8 @@ def listing(impl: Impl, names: list[str] | None = None, show_cost: bool = True) 
             rec(node.body, inner, depth + 1)
             if node.store is not None:
                 rec(node.store, [nm, args[node.operand]], depth + 1)
-        elif isinstance(node, (Block, Pipeline)):
-            emit(depth, "block:" if isinstance(node, Block) else "pipeline:", node)
+        elif isinstance(node, Block):
+            emit(depth, "block:", node)
             for c in node.children:
                 if c.spec.kind == "Zero" and spec.kind != "Zero":
                     rec(c, [args[spec.output]], depth + 1)

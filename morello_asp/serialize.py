@@ -6,73 +6,88 @@ import json
 from pathlib import Path
 
 from .errors import MorelloError
-from .ir import Alloc, Block, Impl, KernelApp, Loop, Pipeline, SpecHole
-from .spec import parse_spec, parse_tensor_spec
+from .ir import Impl, SpecHole
+from .rewrites import for_node, for_node_tag
+from .spec import parse_spec
+from .target import DEFAULT_TARGET, ENCODINGS, Target, get_target, rule_file
 
 FORMAT = "morello-asp-program"
 VERSION = 1
 
 
-def to_json(impl: Impl, target: str = "avx2") -> dict:
-    return {"format": FORMAT, "version": VERSION, "target": target, "program": _node(impl)}
+def target_ref(target: Target) -> str:
+    """How a saved program names its target: a shipped target by name, any other by the
+    absolute path of its entry file, so the program loads from any directory."""
+    entry = Path(target.files[0])
+    if entry.parent == ENCODINGS / "targets" and get_target(entry.stem) is target:
+        return entry.stem
+    return str(entry.resolve())
+
+
+def to_json(impl: Impl, rules=()) -> dict:
+    """The program, its target and the rule files whose kernels it may use."""
+    tgt = impl.spec.target
+    return {"format": FORMAT, "version": VERSION, "target": target_ref(tgt),
+            "target_extra": [str(Path(f).resolve()) for f in tgt.files[1:]],
+            "rules": [str(rule_file(r)) for r in rules], "program": _node(impl)}
 
 
 def _node(n: Impl) -> dict:
     d: dict = {"spec": n.spec.text()}
     if isinstance(n, SpecHole):
         d["node"] = "hole"
-    elif isinstance(n, Loop):
-        d.update(node="loop", tile=list(n.tile_shape), parallel=n.parallel, body=_node(n.body),
-                 boundaries=[_node(b) for b in n.boundaries])
-    elif isinstance(n, Block):
-        d.update(node="block", stmts=[_node(c) for c in n.stmts])
-    elif isinstance(n, Pipeline):
-        d.update(node="pipeline", intermediates=[t.text() for t in n.intermediates], stages=[_node(c) for c in n.stages])
-    elif isinstance(n, Alloc):
-        d.update(node="alloc", operand=n.operand, new=n.new.text(), body=_node(n.body),
-                 load=_node(n.load) if n.load is not None else None,
-                 store=_node(n.store) if n.store is not None else None)
-    elif isinstance(n, KernelApp):
-        d.update(node="kernel", kernel=n.kernel, cost=n.kernel_cost)
-    else:
-        raise MorelloError(f"cannot serialize {type(n).__name__}")
+        return d
+    d.update(for_node(n).node_to_json(n, _node))
     return d
 
 
 def from_json(doc: dict) -> Impl:
-    if doc.get("format") != FORMAT:
-        raise MorelloError(f"not a morello-asp program (format {doc.get('format')!r})")
+    return from_json_with_rules(doc)[0]
+
+
+def from_json_with_rules(doc: dict) -> tuple[Impl, tuple[str, ...]]:
+    """The program and the rule files it was saved with."""
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        got = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+        raise MorelloError(f"not a morello-asp program (format {got!r})")
     if doc.get("version") != VERSION:
         raise MorelloError(f"program format version {doc.get('version')} is not supported (expected {VERSION})")
-    return _load(doc["program"], doc.get("target", "avx2"))
+    try:
+        target = get_target(doc.get("target") or DEFAULT_TARGET, tuple(doc.get("target_extra", ())))
+        rules = tuple(str(rule_file(r)) for r in doc.get("rules", ()))
+        return _load(doc["program"], target), rules
+    except MorelloError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        raise MorelloError(f"malformed program: {type(e).__name__}: {e}") from None
 
 
-def _load(d: dict, target: str) -> Impl:
+def _load(d: dict, target: Target) -> Impl:
     spec = parse_spec(d["spec"], target)
     kind = d["node"]
     if kind == "hole":
         return SpecHole(spec)
-    if kind == "loop":
-        return Loop(spec, tuple(d["tile"]), d["parallel"], _load(d["body"], target), tuple(_load(b, target) for b in d["boundaries"]))
-    if kind == "block":
-        return Block(spec, tuple(_load(c, target) for c in d["stmts"]))
-    if kind == "alloc":
-        op = d["operand"]
-        new = parse_tensor_spec(d["new"], len(spec.operand_shapes[op])).canonical(spec.operand_shapes[op])
-        opt = lambda x: _load(x, target) if x is not None else None  # noqa: E731
-        return Alloc(spec, op, new, _load(d["body"], target), opt(d["load"]), opt(d["store"]))
-    if kind == "kernel":
-        return KernelApp(spec, d["kernel"], d["cost"])
-    raise MorelloError(f"unknown program node {kind!r}")
+    try:
+        fam = for_node_tag(kind)
+    except ValueError as e:
+        raise MorelloError(str(e)) from None
+    return fam.node_from_json(d, spec, lambda x: _load(x, target))
 
 
-def save(impl: Impl, path: str | Path, target: str = "avx2") -> None:
-    Path(path).write_text(json.dumps(to_json(impl, target), indent=1) + "\n")
+def save(impl: Impl, path: str | Path, rules=()) -> None:
+    Path(path).write_text(json.dumps(to_json(impl, rules), indent=1) + "\n")
 
 
 def load(path: str | Path) -> Impl:
+    return load_with_rules(path)[0]
+
+
+def load_with_rules(path: str | Path) -> tuple[Impl, tuple[str, ...]]:
     try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as e:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise MorelloError(f"cannot read program {path}: {e}") from None
-    return from_json(doc)
+    try:
+        return from_json_with_rules(doc)
+    except MorelloError as e:
+        raise type(e)(f"{path}: {e}") from None

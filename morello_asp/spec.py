@@ -2,14 +2,19 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from math import prod
+from typing import TYPE_CHECKING
 
 from .dtypes import Dtype
 from .errors import SpecError, SpecSyntaxError
 from .kinds import KINDS, kind as get_kind
 from .layout import Layout, LayoutError
-from .target import Target, get_target
+from .schedulable import Schedulable
+from .target import Target, as_target, get_target
+
+if TYPE_CHECKING:
+    from .kinds import Kind
 
 
 @dataclass(frozen=True)
@@ -21,7 +26,7 @@ class TensorSpec:
     contig: int | None = None  # None: fully contiguous (filled in by canonical())
     vector_size: int | None = None
 
-    def canonical(self, shape, target: Target | None = None) -> "TensorSpec":
+    def canonical(self, shape, target: Target) -> "TensorSpec":
         """Equal tensors get equal specs: contiguousness defaults to full, a single value
         is contiguous and row-major, register tensors are always aligned."""
         lay = self.layout
@@ -42,7 +47,7 @@ class TensorSpec:
                     contig += 1
                 if prod(shape) == 1:
                     contig = lay.full_contiguity()
-        if self.level in ("RF", "VRF"):
+        if target.is_register(self.level):
             aligned = True
         return TensorSpec(self.dtype, self.level, lay, aligned, contig, self.vector_size)
 
@@ -72,12 +77,17 @@ class TensorSpec:
 
 
 @dataclass(frozen=True)
-class Spec:
+class Spec(Schedulable):
+    """What to compute (paper 2.2): a kind over a shape, one TensorSpec per operand, the
+    serial-only flag and per-level memory limits, for a target (which owns the levels;
+    it takes no part in equality, since a search never mixes targets)."""
+
     kind: str
     shape: tuple[int, ...]
     operands: tuple[TensorSpec, ...]
     serial: bool = True
     limits: tuple[int, ...] = ()
+    target: Target = field(default_factory=get_target, compare=False, repr=False)
 
     def __hash__(self) -> int:
         h = self.__dict__.get("_hash")
@@ -104,14 +114,14 @@ class Spec:
     def with_limits(self, limits: tuple[int, ...]) -> "Spec":
         s = object.__new__(Spec)
         d = s.__dict__
-        d["kind"], d["shape"], d["operands"], d["serial"], d["limits"] = (
-            self.kind, self.shape, self.operands, self.serial, limits)
+        d["kind"], d["shape"], d["operands"], d["serial"], d["limits"], d["target"] = (
+            self.kind, self.shape, self.operands, self.serial, limits, self.target)
         d["_class"] = self.without_limits
         return s
 
     # ---- derived facts -------------------------------------------------------------
     @property
-    def k(self):
+    def k(self) -> "Kind":
         return get_kind(self.kind)
 
     @property
@@ -132,11 +142,11 @@ class Spec:
         return replace(self, operands=tuple(ops)).canonical()
 
     def canonical(self) -> "Spec":
-        ops = tuple(t.canonical(s) for t, s in zip(self.operands, self.operand_shapes))
+        ops = tuple(t.canonical(s, self.target) for t, s in zip(self.operands, self.operand_shapes))
         return replace(self, operands=ops)
 
     def validate(self, target: Target | None = None) -> "Spec":
-        target = target or get_target()
+        target = target or self.target
         k = self.k
         if k.rank is not None and len(self.shape) != k.rank:
             raise SpecError(f"{self.kind} takes {k.rank} dimensions ({'x'.join(k.dim_names(k.rank))}), got {len(self.shape)}")
@@ -156,9 +166,9 @@ class Spec:
             except LayoutError as e:
                 raise SpecError(f"operand {i}: {e}") from None
             vol = prod(shp)
-            if t.level == "VRF":
+            if target.holds_vectors(t.level):
                 if not t.vector_size:
-                    raise SpecError(f"operand {i} is in VRF and needs a vector size (e.g. v8)")
+                    raise SpecError(f"operand {i} is in {t.level} and needs a vector size (e.g. v8)")
                 if t.vector_size * t.dtype.nbytes not in target.vector_types:
                     raise SpecError(
                         f"operand {i}: v{t.vector_size} of {t.dtype} is {t.vector_size * t.dtype.nbytes} bytes; "
@@ -167,8 +177,15 @@ class Spec:
                 if vol % t.vector_size:
                     raise SpecError(f"operand {i}: vector size {t.vector_size} does not divide its volume {vol}")
             elif t.vector_size:
-                raise SpecError(f"operand {i}: a vector size is only meaningful in VRF, not {t.level}")
+                vl = "/".join(lv.name for lv in target.vector_levels) or "a vector register level"
+                raise SpecError(f"operand {i}: a vector size is only meaningful in {vl}, not {t.level}")
         return self
+
+    def synthesize(self, db=None, rules=(), progress=None, guide: str | None = None):
+        """The optimal program for this spec on its target (morello_asp.synthesize)."""
+        from .synthesis import synthesize
+
+        return synthesize(self, db=db, rules=rules, progress=progress, guide=guide)
 
     # ---- text ----------------------------------------------------------------------
     def text(self) -> str:
@@ -185,7 +202,6 @@ class Spec:
 
     __str__ = text
 
-    # ---- scheduling (paper 2.3) live in morello_asp.schedule and are attached there ----
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -301,7 +317,7 @@ def parse_spec(text: str, target: Target | str | None = None) -> Spec:
 
     Sugar puts every tensor in GL, row-major, serial, with the target's full memory.
     """
-    tgt = target if isinstance(target, Target) else get_target(target or "avx2")
+    tgt = as_target(target)
     p = _Parser(text)
     full = p.maybe("(")
     kname = p.word("a spec kind")
@@ -327,7 +343,7 @@ def parse_spec(text: str, target: Target | str | None = None) -> Spec:
         except ValueError:
             p.pos = start
             p.error(f"a dtype (one of {Dtype.choices()}) or a tensor spec")
-        ops = [TensorSpec(dtype, tgt.levels[-1].name, Layout.row_major(len(d))) for d in rank_for]
+        ops = [TensorSpec(dtype, tgt.memory_level.name, Layout.row_major(len(d))) for d in rank_for]
         if p.maybe(","):
             flag = p.word("serial or parallel")
             if flag not in ("serial", "parallel"):
@@ -364,7 +380,7 @@ def parse_spec(text: str, target: Target | str | None = None) -> Spec:
     p.skip_ws()
     if p.pos != len(p.text):
         p.error("end of spec")
-    spec = Spec(kname, tuple(shape), tuple(ops), serial, tuple(limits))
+    spec = Spec(kname, tuple(shape), tuple(ops), serial, tuple(limits), tgt)
     spec.validate(tgt)
     return spec.canonical()
 

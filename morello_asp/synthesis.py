@@ -3,21 +3,27 @@ partially scheduled programs (paper 2.3, `synthesize_all`)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from .ir import Impl, SpecHole
+from .ir import Impl
 from .spec import Spec, parse_spec
+from .target import Target, as_target
+
+if TYPE_CHECKING:
+    from .solver.dp import Progress, Search
 
 
-def make_search(target="avx2", rules=(), db=None, progress=None):
+def make_search(target: str | Target | None = None, rules=(), db: Any = None,
+                progress: "Progress | None" = None) -> "Search":
     from morello_asp.solver.dp import Progress, Search
     from morello_asp.solver.engine import get_engine
 
-    engine = get_engine(target, tuple(str(r) for r in rules))
+    engine = get_engine(as_target(target), tuple(str(r) for r in rules))
     memo = open_db(db, engine) if db is not None else None
     return Search(engine, memo, progress or Progress(enabled=False))
 
 
-def open_db(db, engine):
+def open_db(db: Any, engine):
     """A memo table: an object with get/put/flush is used as is; a path opens the
     persistent table."""
     if hasattr(db, "get") and hasattr(db, "put"):
@@ -27,18 +33,22 @@ def open_db(db, engine):
     return open_memo(Path(db), engine)
 
 
-def synthesize(spec: Spec | str, target="avx2", rules=(), db=None, progress=None, guide: str | None = None) -> Impl:
-    """The lowest-cost implementation of `spec` under the cost model; with `guide` (a
-    name in morello_asp.guides.GUIDES), the lowest-cost completion of that guide's
-    hand-scheduled outer loops."""
+def synthesize(spec: Spec | str, target: str | Target | None = None, rules=(), db: Any = None,
+               progress: "Progress | None" = None, guide: str | None = None) -> Impl:
+    """The lowest-cost implementation of `spec` under the cost model, for `target`
+    (default: the spec's own; a spec text is parsed for it); with `guide` (a name in
+    morello_asp.guides.GUIDES), the lowest-cost completion of that guide's hand-scheduled
+    outer loops."""
     if isinstance(spec, str):
         spec = parse_spec(spec, target)
+    elif target is not None and as_target(target) is not spec.target:
+        spec = parse_spec(spec.text(), target)
     partial = None
     if guide is not None:
         from .guides import guided
 
         partial = guided(spec, guide)
-    search = make_search(target, rules, db, progress)
+    search = make_search(spec.target, rules, db, progress)
     try:
         return search.build(spec) if partial is None else search.complete(partial)
     finally:
@@ -47,14 +57,11 @@ def synthesize(spec: Spec | str, target="avx2", rules=(), db=None, progress=None
             search.progress.done()
 
 
-def synthesize_all(impl: Impl, db=None, target="avx2", rules=(), progress=None) -> Impl:
-    """Complete a partial program: every open spec gets its optimal implementation."""
-    search = make_search(target, rules, db, progress)
+def synthesize_all(impl: Impl, db: Any = None, rules=(), progress: "Progress | None" = None) -> Impl:
+    """Complete a partial program: every open spec gets its optimal implementation,
+    for the program's own target."""
+    search = make_search(impl.spec.target, rules, db, progress)
     try:
         return search.complete(impl)
     finally:
         search.memo.flush()
-
-
-Impl.synthesize_all = lambda self, db=None, **kw: synthesize_all(self, db, **kw)
-Spec.synthesize = lambda self, db=None, **kw: synthesize(self, db=db, **kw)

@@ -30,10 +30,20 @@ class Level:
     unit: str  # value | vector | line | byte
     weight: int
     kind: str  # register | cache | memory
+    prefix: str = ""  # tgt_level_prefix/2: names of its buffers in listings and C start with it
 
     @property
     def atom(self) -> str:
         return self.name.lower()
+
+    @property
+    def is_register(self) -> bool:
+        return self.kind == "register"
+
+    @property
+    def holds_vectors(self) -> bool:
+        """A vector register file: its tensors have a vector size."""
+        return self.unit == "vector"
 
     @property
     def has_layout(self) -> bool:
@@ -70,6 +80,29 @@ class Target:
     @property
     def register_levels(self) -> frozenset[str]:
         return frozenset(lv.name for lv in self.levels if lv.kind == "register")
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """The files that make this target: equal keys, equal targets."""
+        return tuple(str(f) for f in self.files)
+
+    def holds_vectors(self, level: str) -> bool:
+        return self.level(level).holds_vectors
+
+    def is_register(self, level: str) -> bool:
+        return self.level(level).is_register
+
+    @property
+    def vector_levels(self) -> tuple[Level, ...]:
+        return tuple(lv for lv in self.levels if lv.holds_vectors)
+
+    @property
+    def memory_level(self) -> Level:
+        """The slowest level: where the sugar form puts every tensor and programs' arguments live."""
+        return self.levels[-1]
+
+    def prefix(self, level: str) -> str:
+        return self.level(level).prefix
 
     def max_limits(self) -> tuple[int, ...]:
         return tuple(lv.capacity for lv in self.levels)
@@ -145,9 +178,11 @@ def load_target_file(entry: Path, extra: tuple[Path, ...] = ()) -> Target:
             raise TargetError(f"target {entry}: expected exactly one {name}/… fact, found {len(rows)}")
         return rows[0]
 
+    prefixes = {str(n).upper(): str(p) for n, p in atoms.get("tgt_level_prefix", [])}
     levels = sorted(
-        (Level(str(n).upper(), i, cap, str(u), w, str(k)) for n, i, cap, u, w, k in atoms.get("tgt_level", [])),
-        key=lambda l: l.index,
+        (Level(str(n).upper(), i, cap, str(u), w, str(k), prefixes.get(str(n).upper(), str(n)[0].lower()))
+         for n, i, cap, u, w, k in atoms.get("tgt_level", [])),
+        key=lambda lv: lv.index,
     )
     if not levels:
         raise TargetError(f"target {entry}: no tgt_level/6 facts")
@@ -182,6 +217,21 @@ def load_target_file(entry: Path, extra: tuple[Path, ...] = ()) -> Target:
     )
 
 
+DEFAULT_TARGET = "avx2"
+
+
+def get_target(name_or_path: str | Path = DEFAULT_TARGET, extra: tuple[str, ...] = ()) -> Target:
+    """The target by name or entry file, with extra fact files; one object per set of files."""
+    return _load(str(target_entry(name_or_path)), tuple(str(Path(e).resolve()) for e in extra))
+
+
 @functools.lru_cache(maxsize=None)
-def get_target(name_or_path: str = "avx2", extra: tuple[str, ...] = ()) -> Target:
-    return load_target_file(target_entry(name_or_path), tuple(Path(e).resolve() for e in extra))
+def _load(entry: str, extra: tuple[str, ...]) -> Target:
+    return load_target_file(Path(entry), tuple(Path(e) for e in extra))
+
+
+def as_target(t: "str | Path | Target | None") -> Target:
+    """A Target from a name, a path to its entry file, or a Target (None: the default)."""
+    if isinstance(t, Target):
+        return t
+    return get_target(str(t) if t is not None else DEFAULT_TARGET)

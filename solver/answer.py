@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import re
 
-_ATOM = r"(\w+(?:\([^()]*\))?)"  # an action term such as tile1(2,4,0) or to_accum
+from morello_asp.errors import RuleError
+
+# An action term such as tile1(2,4,0), to_accum or f(g(1),h(2,x)): nested up to three
+# levels of parentheses (a regular expression cannot count further; parse() checks that
+# every shown action was read).
+_NEST = r"[^()]*"
+for _ in range(2):
+    _NEST = r"(?:[^()]|\(" + _NEST + r"\))*"
+_ATOM = r"(\w+(?:\(" + _NEST + r"\))?)"
 RE = {
     "action": re.compile(r"\baction\((\d+)," + _ATOM + r"\)"),
     "bad": re.compile(r"\bbad\((\d+)," + _ATOM + r',"((?:[^"\\]|\\.)*)"\)'),
@@ -20,6 +28,8 @@ RE = {
     "kcost": re.compile(r"\bkernel_cost\((\d+),(\w+),(-?\d+)\)"),
     "error": re.compile(r'\berror\(("(?:[^"\\]|\\.)*"|[^()]*(?:\([^()]*\))?)\)'),
 }
+
+_ANY_ACTION = re.compile(r"\baction\(")
 
 # A child, as its atoms describe it: (kind, dims in order, operands in order, serial);
 # an operand is (dtype, level, aligned, contiguity, vector size, layout id) as text.
@@ -38,7 +48,11 @@ def parse(text: str, n: int) -> list[tuple[dict, dict, dict, dict]]:
     bads: list[dict[str, list[str]]] = [dict() for _ in range(n)]
     kcost: list[dict[str, int]] = [dict() for _ in range(n)]
     allocs: list[dict[str, tuple[str, int]]] = [dict() for _ in range(n)]
-    for sid, a in RE["action"].findall(text):
+    found = RE["action"].findall(text)
+    if len(found) != len(_ANY_ACTION.findall(text)):
+        raise RuleError("an action term nests more than three levels of parentheses; the answer reader "
+                         "(solver/answer.py) cannot read it")
+    for sid, a in found:
         acts[int(sid)][a] = {}
     for sid, a, why in RE["bad"].findall(text):
         bads[int(sid)].setdefault(a, []).append(why)

@@ -61,7 +61,7 @@ class BoxSpace:
         self.key, self.lo, self.hi, self.target = key, tuple(lo), tuple(hi), target
         k = self.k = json.loads(key)
         self.levels = list(k["levels"])
-        probe = from_coords(key, self.lo)
+        probe = from_coords(key, self.lo, target)
         self.kind = probe.k
         self.serial = probe.serial
         self.dtypes = [o.dtype for o in probe.operands]
@@ -107,15 +107,16 @@ class BoxSpace:
         return product_of(self.operand_shape(op))
 
     def validity(self) -> list:
-        """What Spec.validate demands that depends on varying axes: a VRF operand has a
-        register-wide vector size dividing its volume; others have none."""
+        """What Spec.validate demands that depends on varying axes: an operand in a
+        vector-register level has a register-wide vector size dividing its volume;
+        others have none."""
         out = []
-        vrf = self.levels.index("VRF") if "VRF" in self.levels else None
+        vlevels = [i for i, name in enumerate(self.levels) if self.target.holds_vectors(name)]
         widths = sorted(self.target.vector_types)
         for op, (lv, v, _, _) in enumerate(self.ops):
             nb = self.dtypes[op].nbytes
             vol = self.operand_volume(op)
-            in_vrf = lv == vrf if vrf is not None else False
+            in_vrf = z3.Or([as_bool(lv == i) for i in vlevels]) if vlevels else False
             if isinstance(v, int) and v <= 0:
                 ok_vrf = z3.BoolVal(False)
             else:
@@ -137,7 +138,7 @@ class BoxSpace:
 
     def spec_at(self, point) -> Spec | None:
         """The spec at `point`, or None if that point is no spec the table is asked about."""
-        spec = from_coords(self.key, point)
+        spec = from_coords(self.key, point, self.target)
         try:
             spec.validate(self.target)
         except SpecError:

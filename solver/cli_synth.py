@@ -25,22 +25,22 @@ def _emit(imp, args):
     from morello_asp.serialize import save, to_json
 
     if args.emit == "c":
-        print(imp.to_c(args.target, args.rules or ()))
+        print(imp.to_c(args.rules or ()))
     elif args.emit == "json":
         import json
 
-        print(json.dumps(to_json(imp, args.target), indent=1))
+        print(json.dumps(to_json(imp, args.rules or ()), indent=1))
     else:
         print(imp)
         print(imp.cost)
     if args.out:
-        save(imp, args.out, args.target)
+        save(imp, args.out, args.rules or ())
         print(f"saved program to {args.out}", file=sys.stderr)
 
 
 def _run_and_bench(imp, args):
     if args.run or args.bench:
-        fn = imp.compile(args.target, args.rules or ())
+        fn = imp.compile(args.rules or ())
         err, tol = fn.check()
         ok = err <= tol
         print(f"checked against numpy: max |error| {err:.3g} (tolerance {tol:.3g}): {'OK' if ok else 'MISMATCH'}")
@@ -91,7 +91,7 @@ def _synth(args):
             from morello_asp.solver.verify import verify
         except ImportError as err:
             raise MorelloError(f"verification is not available: {err}") from None
-        report = verify(imp, args.target)
+        report = verify(imp, args.rules or ())
         print(report, file=sys.stderr)
         if not report.ok:
             return 1

@@ -21,9 +21,10 @@ def _verify(args):
         return 0 if ob.status == "proved" else 1
     if not args.program:
         raise MorelloError("give a program JSON file, or --layout and --shape")
-    from morello_asp.serialize import load
+    from morello_asp.serialize import load_with_rules
 
-    rep = verify(load(args.program), args.target)
+    imp, rules = load_with_rules(args.program)
+    rep = verify(imp, rules + tuple(args.rules or ()))
     print(rep)
     if args.all:
         for o in rep.obligations:
@@ -36,6 +37,7 @@ def register(sub):
     p.add_argument("program", nargs="?", help="program JSON saved by synth --out or morello_asp.serialize.save")
     p.add_argument("--layout", help='a layout to check, e.g. "[1, 0, 1 p(4)]"')
     p.add_argument("--shape", help="tensor shape for --layout, e.g. 6x8")
-    p.add_argument("--target", default="avx2")
+    p.add_argument("--rules", action="append", metavar="FILE.lp|NAME",
+                   help="extra logic file the program's kernels come from, besides those it was saved with")
     p.add_argument("--all", action="store_true", help="list every obligation, not only failures")
     p.set_defaults(func=_verify)

@@ -20,15 +20,13 @@ import json
 from morello_asp.dtypes import Dtype
 from morello_asp.layout import Layout
 from morello_asp.spec import Spec, TensorSpec
-
-DEFAULT_LEVELS = ("RF", "VRF", "L1", "GL")
-
+from morello_asp.target import Target, as_target
 
 def _pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-def to_coords(spec: Spec, levels=DEFAULT_LEVELS) -> tuple[str, tuple[int, ...]]:
+def to_coords(spec: Spec, levels: tuple[str, ...]) -> tuple[str, tuple[int, ...]]:
     # The key and the non-limit part of the point depend on the spec class only; the
     # search asks for them millions of times, so they are kept on the class object.
     cls = spec.without_limits
@@ -65,7 +63,10 @@ def _class_coords(spec: Spec, levels, nlimits: int) -> tuple[str, tuple[int, ...
     return json.dumps(key, sort_keys=True, separators=(",", ":")), tuple(point)
 
 
-def from_coords(key: str, point: tuple[int, ...]) -> Spec:
+def from_coords(key: str, point: tuple[int, ...], target: Target | None = None) -> Spec:
+    """The spec at `point` (for `target`, whose level names the key records; default:
+    the default target)."""
+    target = as_target(target)
     k = json.loads(key)
     point = list(point)
     if "shape" in k:
@@ -73,7 +74,7 @@ def from_coords(key: str, point: tuple[int, ...]) -> Spec:
     else:
         shape = tuple(1 << e for e in point[: k["rank"]])
         point = point[k["rank"]:]
-    kind_shapes = Spec(k["kind"], shape, ()).operand_shapes
+    kind_shapes = Spec(k["kind"], shape, (), target=target).operand_shapes
     ops = []
     for i, (dt, lay) in enumerate(k["ops"]):
         lv, v, c, a = point[4 * i: 4 * i + 4]
@@ -81,7 +82,7 @@ def from_coords(key: str, point: tuple[int, ...]) -> Spec:
                               bool(a), None if c == -1 else c, v or None))
     point = point[4 * len(k["ops"]):]
     assert len(point) == k["nlimits"]
-    return Spec(k["kind"], shape, tuple(ops), k["serial"], tuple(point))
+    return Spec(k["kind"], shape, tuple(ops), k["serial"], tuple(point), target)
 
 
 def limit_axes(point_len: int, nlimits: int) -> range:

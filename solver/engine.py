@@ -7,7 +7,6 @@ Expansions are cached by spec.
 """
 from __future__ import annotations
 
-import re
 import time
 from concurrent.futures import as_completed
 from dataclasses import dataclass, field
@@ -16,59 +15,16 @@ from pathlib import Path
 import clingo
 
 from morello_asp.errors import RuleError, ScheduleError
+from morello_asp.rewrites import Action, family, for_atom, split_term
 from morello_asp.spec import Spec
-from morello_asp.target import ENCODINGS, Target, get_target, rule_file
+from morello_asp.target import ENCODINGS, Target, as_target, rule_file
 
 from . import clingo_run
 from .facts import (
-    LayoutIds, build_child, camel, layout_from_symbol, snake, spec_facts,
+    LayoutIds, build_child, layout_from_symbol, spec_facts,
 )
 
-
-@dataclass(frozen=True)
-class Action:
-    """A rewrite: tile(shape, parallel) | to_accum() | move(op, level, layout, vsize) | select(kernel)."""
-
-    name: str
-    args: tuple = ()
-
-    def text(self) -> str:
-        if self.name == "tile":
-            shape, par = self.args
-            return f"tile([{', '.join(map(str, shape))}]{', parallel' if par else ''})"
-        if self.name == "move":
-            op, lv, lay, v = self.args
-            return f"move_param({op}, {lv}, {lay}{f', v{v}' if v else ''})"
-        if self.name == "select":
-            return f"select({self.args[0]})"
-        return f"{self.name}()"
-
-    __str__ = text
-
-    def to_json(self):
-        if self.name == "tile":
-            return {"rewrite": "tile", "tile": list(self.args[0]), "parallel": self.args[1]}
-        if self.name == "move":
-            op, lv, lay, v = self.args
-            return {"rewrite": "move", "operand": op, "level": lv, "layout": str(lay), "vector_size": v}
-        if self.name == "select":
-            return {"rewrite": "select", "kernel": self.args[0]}
-        return {"rewrite": self.name}
-
-    @staticmethod
-    def from_json(obj, ranks=()) -> "Action":
-        """Inverse of to_json; `ranks` (operand ranks of the spec) parses move layouts."""
-        from morello_asp.layout import Layout
-
-        r = obj["rewrite"]
-        if r == "tile":
-            return Action("tile", (tuple(obj["tile"]), bool(obj["parallel"])))
-        if r == "move":
-            op = obj["operand"]
-            return Action("move", (op, obj["level"], Layout.parse(obj["layout"], ranks[op], validate=False), obj["vector_size"]))
-        if r == "select":
-            return Action("select", (obj["kernel"],))
-        return Action(r, ())
+__all__ = ["Action", "Engine", "Expansion", "get_engine"]
 
 
 @dataclass(frozen=True)
@@ -91,13 +47,12 @@ class EngineStats:
     cache_hits: int = 0
 
 
-_ACTION = re.compile(r"(\w+)(?:\(([^()]*)\))?$")
 SPLIT_MIN = 40  # classes per worker below which one in-process call is faster
 
 
 class Engine:
-    def __init__(self, target: str | Target = "avx2", rules: tuple[str | Path, ...] = ()):
-        self.target = target if isinstance(target, Target) else get_target(target)
+    def __init__(self, target: str | Target | None = None, rules: tuple[str | Path, ...] = ()):
+        self.target = as_target(target)
         self.files = [ENCODINGS / "synth.lp", *self.target.files, *(rule_file(r) for r in rules)]
         self._files = tuple(str(f) for f in self.files)
         self._cache: dict[Spec, list[Expansion]] = {}
@@ -170,19 +125,20 @@ class Engine:
         return parsed
 
     # ---------------------------------------------------------------------- decoding
-    def _decode(self, specs: list[Spec], parsed: list, requested: dict[int, tuple[Action, str]] | None = None):
+    def _decode(self, specs: list[Spec], parsed: list, requested: dict[int, Action] | None = None):
         out = []
         for sid, (spec, (acts, bads, kcost, allocs)) in enumerate(zip(specs, parsed)):
             exps = []
             for a, kids in acts.items():
-                action = self._action(spec, a, requested.get(sid) if requested else None)
+                functor, args = split_term(a)
+                fam = for_atom(functor)
+                action = fam.decode(spec, functor, args, self, requested.get(sid) if requested else None)
                 keys = tuple(sorted(kids))
                 children = tuple(self._child(kids[k]) for k in keys)
-                kc = kcost.get(_ACTION.match(a).group(2) or "") if a.startswith("select(") else None
                 al = allocs.get(a)
                 if al is not None:
                     al = (self.target.level(al[0]).index, al[1])
-                exps.append(Expansion(action, children, keys, kc, al))
+                exps.append(Expansion(action, children, keys, fam.kernel_cost(action, kcost), al))
             exps.sort(key=lambda e: str(e.action))
             out.append((exps, bads))
         return out
@@ -192,26 +148,8 @@ class Engine:
         parents, so each distinct key maps to one shared object."""
         spec = self._children.get(key)
         if spec is None:
-            spec = self._children[key] = build_child(*key, self.ids)
+            spec = self._children[key] = build_child(*key, self.ids, self.target)
         return spec
-
-    def _action(self, spec: Spec, text: str, req) -> Action:
-        m = _ACTION.match(text)
-        n, args = m.group(1), (m.group(2).split(",") if m.group(2) else [])
-        if n == "tile1":
-            d, t, par = (int(x) for x in args)
-            shape = list(spec.shape)
-            shape[d] = t
-            return Action("tile", (tuple(shape), bool(par)))
-        if n == "tile":
-            return req[0]
-        if n == "move":
-            return Action("move", (int(args[0]), args[1].upper(), self.ids.layouts[int(args[2])], int(args[3])))
-        if n == "select":
-            return Action("select", (camel(args[0]),))
-        if n == "to_accum":
-            return Action("to_accum")
-        raise RuleError(f"a logic file derived an action the engine does not know: {text}")
 
     # -------------------------------------------------------------------------- API
     def expand_many(self, specs: list[Spec]) -> list[list[Expansion]]:
@@ -273,38 +211,14 @@ class Engine:
 
     def request(self, spec: Spec, action: Action) -> Expansion:
         """Apply one rewrite a user asked for; ScheduleError says why it does not apply."""
-        facts = spec_facts(0, spec, self.target, self.ids)
-        if action.name == "tile":
-            shape, par = action.args
-            if len(shape) != len(spec.shape):
-                raise ScheduleError(f"tile {list(shape)} has {len(shape)} sizes; {spec.short()} has {len(spec.shape)} dimensions")
-            term = f"tile({int(par)})"
-            facts += [f"req_tile(0,{d},{t})." for d, t in enumerate(shape)]
-        elif action.name == "move":
-            op, lv, lay, v = action.args
-            if not 0 <= op < len(spec.operands):
-                raise ScheduleError(f"{spec.short()} has no operand {op} (it has {len(spec.operands)})")
-            self.target.level(lv)
-            rank = len(spec.operand_shapes[op])
-            try:
-                lay.validate(rank)
-            except ValueError as e:
-                raise ScheduleError(f"operand {op}: {e}") from None
-            lid = self.ids.id(lay)
-            term = f"move({op},{lv.lower()},{lid},{v or 0})"
-            facts.append(f"req_layout(0,{lid},{lay.full_contiguity()}).")
-            facts += self.ids.pack_facts(lay)
-        elif action.name == "select":
-            term = f"select({snake(action.args[0])})"
-        elif action.name == "to_accum":
-            term = "to_accum"
-        else:
-            raise ScheduleError(f"unknown rewrite {action.name}")
+        fam = family(action.name)
+        term, extra = fam.request(spec, action, self)
+        facts = spec_facts(0, spec, self.target, self.ids) + extra
         facts.append(f"requested(0,{term}).")
-        (exps, bads), = self._decode([spec], self._run(facts, 1), {0: (action, term)})
+        (exps, bads), = self._decode([spec], self._run(facts, 1), {0: action})
         reasons = bads.get(term, [])
         for e in exps:
-            if self._same(e.action, action):
+            if e.action.name == action.name and fam.matches(e.action, action):
                 fitted = self._apply_limits(spec, [e])
                 if fitted:
                     return fitted[0]
@@ -313,22 +227,14 @@ class Engine:
         why = "; ".join(dict.fromkeys(reasons)) or "no rule derives it"
         raise ScheduleError(f"{action} does not apply to {spec}: {why}")
 
-    @staticmethod
-    def _same(a: Action, b: Action) -> bool:
-        if a.name != b.name:
-            return False
-        if a.name == "select":
-            return snake(a.args[0]) == snake(b.args[0])
-        if a.name == "move":
-            return a.args[0] == b.args[0] and a.args[1] == b.args[1].upper() and a.args[2] == b.args[2] and (a.args[3] or 0) == (b.args[3] or 0)
-        return a.args == b.args
-
 
 _ENGINES: dict = {}
 
 
-def get_engine(target: str | Target = "avx2", rules: tuple = ()) -> Engine:
-    key = (target if isinstance(target, str) else id(target), tuple(str(r) for r in rules))
+def get_engine(target: str | Target | None = None, rules: tuple = ()) -> Engine:
+    """One engine per target (by its files) and rule files, kept for the process."""
+    tgt = as_target(target)
+    key = (tgt.key, tuple(str(r) for r in rules))
     if key not in _ENGINES:
-        _ENGINES[key] = Engine(target, tuple(rules))
+        _ENGINES[key] = Engine(tgt, tuple(rules))
     return _ENGINES[key]

@@ -81,10 +81,11 @@ def kind_name(sym: clingo.Symbol) -> str:
 _DTYPES = {d.short: d for d in Dtype}
 
 
-def build_child(kind: str, shape: tuple[int, ...], ops: tuple[tuple, ...], serial: bool, ids: "LayoutIds") -> Spec:
+def build_child(kind: str, shape: tuple[int, ...], ops: tuple[tuple, ...], serial: bool, ids: "LayoutIds",
+                target: Target) -> Spec:
     """The canonical spec a child's atoms describe (kind in snake case, operands as
     (dtype, level, aligned, contiguity, vector size, layout id) text)."""
     operands = []
     for dt, lv, al, c, v, lay in ops:
         operands.append(TensorSpec(_DTYPES[dt], lv.upper(), ids.layouts[int(lay)], al == "1", int(c), int(v) or None))
-    return Spec(camel(kind), shape, tuple(operands), serial, ()).canonical()
+    return Spec(camel(kind), shape, tuple(operands), serial, (), target).canonical()

@@ -99,8 +99,8 @@ class RectMemo:
     point (a differently-valued box of later sequence touching the merged box) is refused.
     Subclasses persist boxes through the _store_* hooks."""
 
-    def __init__(self, levels=("RF", "VRF", "L1", "GL")):
-        self.levels = tuple(levels)
+    def __init__(self, levels: tuple[str, ...]):
+        self.levels = tuple(levels)  # the target's level names, in coordinates and keys
         self._g: dict[str, dict] = {}  # key -> non-limit point or None -> [[seq, lo, hi, decision]] by seq
         self._nlim: dict[str, int] = {}
         self._seq = 0

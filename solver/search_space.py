@@ -5,22 +5,15 @@ costs at most as much as the program, which is how a hand recipe checks the spac
 """
 from __future__ import annotations
 
-from morello_asp.ir import Alloc, Block, Impl, KernelApp, Loop, SpecHole
+from morello_asp.ir import Impl, SpecHole
+from morello_asp.rewrites import Action, for_node
 
-from .engine import Action, Engine
+from .engine import Engine
 
 
 def node_action(node: Impl) -> Action:
-    """The rewrite that built an IR node."""
-    if isinstance(node, Loop):
-        return Action("tile", (tuple(node.tile_shape), bool(node.parallel)))
-    if isinstance(node, Block):
-        return Action("to_accum")
-    if isinstance(node, Alloc):
-        return Action("move", (node.operand, node.new.level, node.new.layout, node.new.vector_size or 0))
-    if isinstance(node, KernelApp):
-        return Action("select", (node.kernel,))
-    raise TypeError(f"no rewrite builds a {type(node).__name__}")
+    """The rewrite that built an IR node (its family's inverse of build)."""
+    return for_node(node).action_of(node)
 
 
 def outside_search(impl: Impl, engine: Engine) -> list[tuple[tuple[int, ...], str, Action]]:

@@ -3,9 +3,9 @@ re-derived from the IR (the tree, its specs and layouts) and either proved, refu
 with a counterexample, or left unknown with z3's reason.
 
 Obligations: every layout in use is a bijection from coordinates onto its buffer;
-every loop's tiles and boundary regions cover each point of its spec exactly once and
-stay in bounds, with children of the right shapes, reductions split only in
-accumulating kinds and never by parallel loops; and memory stays within limits.
+each node's family states its own (morello_asp/rewrites/: a loop's tiles cover each
+point exactly once, a kernel applies to its spec by the target's rules, ...); and
+memory stays within limits.
 """
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ import z3
 
 from morello_asp.cost import alloc_units, compute_cost
 from morello_asp.expr import Add, Const, Expr, FloorDiv, Mod, Mul, Var
-from morello_asp.ir import Alloc, Impl, Loop
+from morello_asp.ir import Alloc, Impl, KernelApp, SpecHole
 from morello_asp.layout import Layout
-from morello_asp.target import get_target
+from morello_asp.rewrites import for_node
+from morello_asp.target import Target
 
 
 @dataclass
@@ -66,12 +67,13 @@ def to_z3(e: Expr, env: dict):
     raise TypeError(f"no z3 form for {type(e).__name__}")
 
 
-def _solve(s: z3.Solver):
+def solve(s: z3.Solver):
     r = s.check()
     return r, (s.model() if r == z3.sat else None)
 
 
-def prove_layout(layout: Layout, shape) -> Obligation:
+@functools.lru_cache(maxsize=4096)
+def prove_layout(layout: Layout, shape: tuple[int, ...]) -> Obligation:
     """In range: every coordinate maps into [0, buffer volume). Injective: no two
     coordinates share an offset. A refutation names the coordinates."""
     what = f"layout {layout} is a bijection for shape {'x'.join(map(str, shape))}"
@@ -90,7 +92,7 @@ def prove_layout(layout: Layout, shape) -> Obligation:
     s.set("timeout", 20000)
     s.add(bounds[:rank])
     s.add(z3.Or(ox < 0, ox >= max(size, vol)))
-    r, m = _solve(s)
+    r, m = solve(s)
     if r == z3.sat:
         c = [m.eval(v).as_long() for v in xs]
         return Obligation(what, "refuted", f"coordinate {c} maps to offset {m.eval(ox).as_long()}, outside [0, {max(size, vol)})")
@@ -101,7 +103,7 @@ def prove_layout(layout: Layout, shape) -> Obligation:
     s.add(bounds)
     s.add(z3.Or([a != b for a, b in zip(xs, ys)]))
     s.add(ox == oy)
-    r, m = _solve(s)
+    r, m = solve(s)
     if r == z3.sat:
         a = [m.eval(v).as_long() for v in xs]
         b = [m.eval(v).as_long() for v in ys]
@@ -123,54 +125,6 @@ def prove_catalog_layout(layout: Layout, rank: int) -> Obligation:
         if p.kind != "dyn" and p.dim < rank:
             cover[p.dim] *= p.size
     return prove_layout(layout, tuple(2 * c if c > 1 else 3 for c in cover))
-
-
-def prove_tiling(loop: Loop) -> list[Obligation]:
-    spec = loop.spec
-    name = f"tile {list(loop.tile_shape)} of {spec.short()}"
-    out = []
-    shape, tile = spec.shape, loop.tile_shape
-    if len(tile) != len(shape) or any(t < 1 or t > n for t, n in zip(tile, shape)):
-        return [Obligation(f"{name}: tile sizes within the spec", "refuted", f"tile {list(tile)} vs shape {list(shape)}")]
-    # Boxes the program actually covers: full tiles of the body's shape, then each boundary
-    # body once at its region.
-    steps = [n // t for n, t in zip(shape, tile)]
-    body_shape = loop.body.spec.shape
-    boxes = [("main", [0] * len(shape), [s * b for s, b in zip(steps, body_shape)], body_shape)]
-    regions = loop.regions()
-    for i, child in enumerate(loop.boundaries):
-        off = regions[i][0] if i < len(regions) else tuple(0 for _ in shape)
-        boxes.append((f"boundary {i}", list(off), list(child.spec.shape), None))
-    p = [z3.Int(f"p{d}") for d in range(len(shape))]
-    s = z3.Solver()
-    s.add([z3.And(0 <= v, v < n) for v, n in zip(p, shape)])
-    inside = [z3.And([z3.And(o <= v, v < o + e) for v, o, e in zip(p, off, ext)]) for _, off, ext, _ in boxes]
-    s.add(z3.Sum([z3.If(c, 1, 0) for c in inside]) != 1)
-    r, m = _solve(s)
-    what = f"{name}: every point covered exactly once"
-    if r == z3.sat:
-        pt = [m.eval(v).as_long() for v in p]
-        hits = [b[0] for b, c in zip(boxes, inside) if z3.is_true(m.eval(c))]
-        out.append(Obligation(what, "refuted", f"point {pt} is covered by {hits or 'nothing'}"))
-    else:
-        out.append(Obligation(what, "proved" if r == z3.unsat else "unknown"))
-    # Tiles inside the main region are the body's shape and stay in bounds.
-    what = f"{name}: tiles stay in bounds"
-    oob = [b for b in boxes if any(o + e > n for o, e, n in zip(b[1], b[2], shape))]
-    out.append(Obligation(what, "refuted", f"{oob[0][0]} reaches {[o + e for o, e in zip(oob[0][1], oob[0][2])]} in shape {list(shape)}") if oob else Obligation(what, "proved"))
-    what = f"{name}: body and boundary specs have their regions' shapes"
-    exp = [tuple(tile)] + [r[1] for r in regions]
-    got = [loop.body.spec.shape] + [c.spec.shape for c in loop.boundaries]
-    out.append(Obligation(what, "proved") if exp == got else Obligation(what, "refuted", f"expected {exp}, program has {got}"))
-    red = [d for d in spec.k.reduction(len(shape)) if tile[d] != shape[d]]
-    what = f"{name}: reductions split only where legal"
-    if red and not spec.k.is_accum:
-        out.append(Obligation(what, "refuted", f"{spec.kind} is not accumulating but the loop splits dimension {red[0]}"))
-    elif red and loop.parallel:
-        out.append(Obligation(what, "refuted", f"a parallel loop splits reduction dimension {red[0]}"))
-    else:
-        out.append(Obligation(what, "proved"))
-    return out
 
 
 def prove_memory(impl: Impl, target) -> list[Obligation]:
@@ -201,20 +155,53 @@ def prove_memory(impl: Impl, target) -> list[Obligation]:
     return out
 
 
-def verify(impl: Impl, target: str = "avx2") -> VerifyReport:
+class ProgramContext:
+    """What node obligations may ask: the program's target, and the rules' expansions
+    of a spec (for checks the target's logic files decide, such as kernels)."""
+
+    def __init__(self, target: Target, rules=()):
+        self.target = target
+        self.rules = tuple(rules)
+        self._engine = None
+
+    @property
+    def engine(self):
+        if self._engine is None:
+            from .engine import get_engine
+
+            self._engine = get_engine(self.target, self.rules)
+        return self._engine
+
+    def prefetch(self, specs) -> None:
+        self.engine.expand_many(list(dict.fromkeys(specs)))
+
+    def expansions(self, spec):
+        return self.engine.expand(spec)
+
+
+def verify(impl: Impl, rules=()) -> VerifyReport:
+    """Prove a program legal on its spec's target: the operands' layouts are bijections,
+    every node's own obligations hold (its family's, morello_asp.rewrites), and memory
+    stays within limits. `rules`: logic files the program's kernels come from."""
     t0 = time.perf_counter()
-    tgt = get_target(target)
+    tgt = impl.spec.target
+    ctx = ProgramContext(tgt, rules)
     rep = VerifyReport()
-    layouts = set()
-    for i, (ts, shp) in enumerate(zip(impl.spec.operands, impl.spec.operand_shapes)):
-        layouts.add((ts.layout, tuple(shp)))
-    for node in impl.walk():
-        if isinstance(node, Alloc):
-            layouts.add((node.new.layout, tuple(node.spec.operand_shapes[node.operand])))
-        if isinstance(node, Loop):
-            rep.obligations += prove_tiling(node)
-    for lay, shp in sorted(layouts, key=str):
-        rep.obligations.append(prove_layout(lay, shp))
+    nodes = [n for n in impl.walk() if not isinstance(n, SpecHole)]
+    ctx.prefetch(n.spec for n in nodes if isinstance(n, KernelApp))
+    seen: set[str] = set()
+    for ts, shp in zip(impl.spec.operands, impl.spec.operand_shapes):
+        _add(rep, seen, [prove_layout(ts.layout, tuple(shp))])
+    for node in nodes:
+        _add(rep, seen, for_node(node).program_obligations(node, ctx))
     rep.obligations += prove_memory(impl, tgt)
     rep.seconds = time.perf_counter() - t0
     return rep
+
+
+def _add(rep: VerifyReport, seen: set[str], obs: list[Obligation]) -> None:
+    """Each claim once (a layout used by many buffers is proved once)."""
+    for o in obs:
+        if o.what not in seen:
+            seen.add(o.what)
+            rep.obligations.append(o)

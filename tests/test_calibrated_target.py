@@ -1,21 +1,17 @@
 """The calibrated AVX2 target (benchmarks/calibrate.py) is a target like any other, and
 its costs are the linear function of its numbers that calibration fits."""
 import random
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from morello_asp import parse_spec
 from morello_asp.codegen.api import compile_many
+from morello_asp.codegen.calibration import LOOP, NO_VECTORIZE, CostTerms, read_calibration, recost, sample_program
+from morello_asp.codegen.ctarget import get_ctarget
 from morello_asp.solver.engine import get_engine
 from morello_asp.synthesis import make_search, synthesize
 from morello_asp.target import get_target
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from alternatives import recost, sample_program  # noqa: E402
-from calibrated_target import LOOP, NO_VECTORIZE, CostTerms, read_calibration  # noqa: E402
-from morello_asp.codegen.ctarget import get_ctarget  # noqa: E402
 
 
 def test_calibrated_target_synthesizes_a_matmul_that_matches_numpy():
@@ -23,7 +19,8 @@ def test_calibrated_target_synthesizes_a_matmul_that_matches_numpy():
     assert tgt.name == "avx2_calibrated"
     imp = synthesize("Matmul(4x4x4, f32)", target="avx2_calibrated")
     assert imp.is_complete
-    fn = imp.compile(target="avx2_calibrated")
+    assert imp.spec.target is tgt  # the program carries its target: compiled for it
+    fn = imp.compile()
     rng = np.random.default_rng(3)
     a = rng.random((4, 4), dtype=np.float32)
     b = rng.random((4, 4), dtype=np.float32)

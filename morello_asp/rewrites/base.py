@@ -1,0 +1,147 @@
+"""What every rewrite family owns (Morello's `scheduling/<family>.rs` is the model).
+
+A family is one logic file in `encodings/rules/` (which rewrites apply, what they leave)
+plus one subclass of `Rewrite` here, registered in `morello_asp.rewrites`: how its action
+terms are decoded from clingo's answer and requested for manual scheduling, its text and
+JSON, the IR node it builds and the inverse, the node's cost, peak memory and JSON, and
+its z3 proof obligations for programs and for memo boxes. Every method without a body is
+abstract, so a family that forgets one fails when it is registered, not silently later.
+"""
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol
+
+from .action import Action
+
+if TYPE_CHECKING:
+    from morello_asp.ir import Impl
+    from morello_asp.solver.engine import Expansion
+    from morello_asp.solver.facts import LayoutIds
+    from morello_asp.solver.verify import Obligation, ProgramContext
+    from morello_asp.solver.verify_boxes import BoxObligation, BoxProver
+    from morello_asp.solver.box_space import BoxSpace
+    from morello_asp.spec import Spec
+    from morello_asp.target import Target
+
+
+class Context(Protocol):
+    """What decoding and requests need from the engine."""
+
+    target: "Target"
+    ids: "LayoutIds"
+
+
+class Rewrite(ABC):
+    name: ClassVar[str]  # Action.name of its actions
+    atoms: ClassVar[tuple[str, ...]]  # functors of its action terms in the logic files
+    node: ClassVar[type]  # the IR node class it builds
+    node_tag: ClassVar[str]  # the "node" of that class in program JSON
+
+    # ---- the logic files' side ------------------------------------------------------
+    @abstractmethod
+    def decode(self, spec: "Spec", functor: str, args: list[str], ctx: Context,
+               requested: Action | None) -> Action:
+        """The action an answer's term `functor(args)` stands for; `requested` is the
+        action a user asked for, when the term answers a request."""
+
+    @abstractmethod
+    def request(self, spec: "Spec", action: Action, ctx: Context) -> tuple[str, list[str]]:
+        """The action term and extra facts that ask the logic files for `action`;
+        raises ScheduleError when the arguments cannot fit the spec at all."""
+
+    def matches(self, derived: Action, wanted: Action) -> bool:
+        """Whether a derived action is the one a user asked for."""
+        return derived == wanted
+
+    def kernel_cost(self, action: Action, costs: dict[str, int]) -> int | None:
+        """The kernel cost an answer reports for `action` (kernels only)."""
+        return None
+
+    # ---- text and JSON ----------------------------------------------------------------
+    @abstractmethod
+    def text(self, action: Action) -> str: ...
+
+    @abstractmethod
+    def args_to_json(self, action: Action) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def args_from_json(self, obj: dict, ranks: tuple[int, ...]) -> Action: ...
+
+    # ---- the IR -------------------------------------------------------------------------
+    @abstractmethod
+    def build(self, spec: "Spec", exp: "Expansion", kids: list["Impl"]) -> "Impl":
+        """The IR node the expansion builds, with `kids` as its children in key order."""
+
+    @abstractmethod
+    def action_of(self, node: "Impl") -> Action:
+        """The inverse of build: the action that made `node`."""
+
+    @abstractmethod
+    def cost(self, node: "Impl", child_costs: list[int], target: "Target") -> int:
+        """The node's cost from its children's (paper 3: affine in them)."""
+
+    def peak(self, node: "Impl", child_peaks: list[tuple[int, ...]], target: "Target") -> tuple[int, ...]:
+        """Smallest per-level limits the node fits in: by default its children's
+        (only a family that allocates adds to them)."""
+        n = len(target.levels)
+        return tuple(max((p[i] for p in child_peaks), default=0) for i in range(n))
+
+    @abstractmethod
+    def node_to_json(self, node: "Impl", rec: Callable[["Impl"], dict]) -> dict: ...
+
+    @abstractmethod
+    def node_from_json(self, d: dict, spec: "Spec", rec: Callable[[dict], "Impl"]) -> "Impl": ...
+
+    # ---- proofs ---------------------------------------------------------------------------
+    @abstractmethod
+    def program_obligations(self, node: "Impl", ctx: "ProgramContext") -> list["Obligation"]:
+        """Proof obligations of one node of a program (return [] to state there are
+        none); `ctx` gives the target and the rules' expansions of a spec."""
+
+    @abstractmethod
+    def box_obligations(self, prover: "BoxProver", head: str, seq: int, space: "BoxSpace",
+                        action: Action) -> list["BoxObligation"]:
+        """z3 obligations of a memo box that stores `action` for all its specs."""
+
+    def rule_children_mismatch(self, spec: "Spec", action: Action, exp: "Expansion") -> str | None:
+        """When the rules' children for `action` on `spec` differ from what the IR node
+        runs, why; checked on every spec class of a memo box."""
+        return None
+
+
+_TERM = re.compile(r"([a-z_][A-Za-z0-9_]*)(?:\((.*)\))?$", re.S)
+
+
+def split_term(text: str) -> tuple[str, list[str]]:
+    """`f(a,g(b,c),"x,y")` -> ("f", ["a", "g(b,c)", '"x,y"']): an action term as clingo
+    prints it, split at its top-level commas (terms may nest to any depth)."""
+    m = _TERM.match(text)
+    if m is None:
+        raise ValueError(f"not a term: {text!r}")
+    inner = m.group(2)
+    if inner is None:
+        return m.group(1), []
+    if "(" not in inner and '"' not in inner:
+        return m.group(1), inner.split(",")
+    args, depth, start, quoted, i = [], 0, 0, False, 0
+    while i < len(inner):
+        ch = inner[i]
+        if quoted:
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                quoted = False
+        elif ch == '"':
+            quoted = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            args.append(inner[start:i])
+            start = i + 1
+        i += 1
+    args.append(inner[start:])
+    return m.group(1), args

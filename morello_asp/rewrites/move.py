@@ -1,0 +1,145 @@
+"""move_param: give one operand a new buffer at another level, layout (or vector size).
+Logic file: encodings/rules/move.lp. IR node: Alloc.
+
+    Spec(.., t, ..) --move_param(i, level, layout, v)-->
+        alloc t' at level: [load t -> t'] Spec(.., t', ..) [store t' -> t]
+
+Action args: (operand index, level name as in spec text, Layout, vector size or 0).
+Children are keyed 0 load, 1 body, 2 store; a cache move that keeps the layout has the
+body only (the hardware does the copy).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from morello_asp.errors import ScheduleError
+from morello_asp.ir import Alloc
+
+from .action import Action
+from .base import Rewrite
+
+
+def action(operand: int, level: str, layout, vector_size: int | None = None) -> Action:
+    return Action("move", (int(operand), level.upper(), layout, vector_size or 0))
+
+
+class Move(Rewrite):
+    name = "move"
+    atoms = ("move",)
+    node = Alloc
+    node_tag = "alloc"  # the node in program JSON
+
+    def decode(self, spec, functor, args, ctx, requested):
+        return Action("move", (int(args[0]), args[1].upper(), ctx.ids.layouts[int(args[2])], int(args[3])))
+
+    def request(self, spec, action, ctx):
+        op, lv, lay, v = action.args
+        if not 0 <= op < len(spec.operands):
+            raise ScheduleError(f"{spec.short()} has no operand {op} (it has {len(spec.operands)})")
+        ctx.target.level(lv)
+        rank = len(spec.operand_shapes[op])
+        try:
+            lay.validate(rank)
+        except ValueError as e:
+            raise ScheduleError(f"operand {op}: {e}") from None
+        lid = ctx.ids.id(lay)
+        facts = [f"req_layout(0,{lid},{lay.full_contiguity()})."] + ctx.ids.pack_facts(lay)
+        return f"move({op},{lv.lower()},{lid},{v or 0})", facts
+
+    def matches(self, derived, wanted):
+        a, b = derived.args, wanted.args
+        return a[0] == b[0] and a[1] == b[1].upper() and a[2] == b[2] and (a[3] or 0) == (b[3] or 0)
+
+    def text(self, action):
+        op, lv, lay, v = action.args
+        return f"move_param({op}, {lv}, {lay}{f', v{v}' if v else ''})"
+
+    def args_to_json(self, action) -> dict[str, Any]:
+        op, lv, lay, v = action.args
+        return {"operand": op, "level": lv, "layout": str(lay), "vector_size": v}
+
+    def args_from_json(self, obj, ranks):
+        from morello_asp.layout import Layout
+
+        op = obj["operand"]
+        return Action("move", (op, obj["level"], Layout.parse(obj["layout"], ranks[op], validate=False), obj["vector_size"]))
+
+    def build(self, spec, exp, kids):
+        op = exp.action.args[0]
+        idx = {k: kids[i] for i, k in enumerate(exp.keys)}
+        body_spec = exp.children[exp.keys.index(1)]
+        return Alloc(spec, op, body_spec.operands[op], idx[1], idx.get(0), idx.get(2))
+
+    def action_of(self, node):
+        return Action("move", (node.operand, node.new.level, node.new.layout, node.new.vector_size or 0))
+
+    def cost(self, node, child_costs, target):
+        from morello_asp.cost import alloc_cost
+
+        return alloc_cost(node, target) + sum(child_costs)
+
+    def peak(self, node, child_peaks, target):
+        """An alloc of u units needs u + pow2ceil(child need) at its level, because a
+        child's limit is snapped down to a power of two after the allocation."""
+        from morello_asp.cost import alloc_units, pow2ceil
+
+        base = super().peak(node, child_peaks, target)
+        li = target.level(node.new.level).index
+        return tuple(alloc_units(node, target) + pow2ceil(v) if i == li else v for i, v in enumerate(base))
+
+    def node_to_json(self, node, rec):
+        return {"node": "alloc", "operand": node.operand, "new": node.new.text(), "body": rec(node.body),
+                "load": rec(node.load) if node.load is not None else None,
+                "store": rec(node.store) if node.store is not None else None}
+
+    def node_from_json(self, d, spec, rec):
+        from morello_asp.spec import parse_tensor_spec
+
+        op = d["operand"]
+        shape = spec.operand_shapes[op]
+        new = parse_tensor_spec(d["new"], len(shape)).canonical(shape, spec.target)
+        load = rec(d["load"]) if d.get("load") is not None else None
+        store = rec(d["store"]) if d.get("store") is not None else None
+        return Alloc(spec, op, new, rec(d["body"]), load, store)
+
+    # ---- proofs ---------------------------------------------------------------------
+    def program_obligations(self, node, ctx):
+        """The new buffer's layout is a bijection onto it (memory is checked for the
+        whole program by solver/verify.py)."""
+        from morello_asp.solver.verify import prove_layout
+
+        return [prove_layout(node.new.layout, tuple(node.spec.operand_shapes[node.operand]))]
+
+    def box_obligations(self, prover, head, seq, sp, a):
+        from morello_asp.layout import Layout
+        from morello_asp.solver.box_space import as_bool, ceil_div, mod
+        from morello_asp.solver.verify_boxes import value
+
+        import z3
+
+        op, level, layout, v = a.args
+        v = v or 0
+        lv = prover.target.level(level)
+        shape = sp.operand_shape(op)
+        shape_key = tuple(tuple(sp.dim_values[d]) for d in sp.op_dims[op])
+        src = Layout.parse(sp.k["ops"][op][1], len(shape), validate=False)
+        copies = lv.kind == "register" or layout != src
+        obs = []
+        if copies:
+            obs.append(prover.layout(head, seq, sp, layout, shape, shape_key))
+        nb = sp.dtypes[op].nbytes
+        vol = sp.operand_volume(op)
+        units = {"value": vol, "vector": ceil_div(vol, v or 1), "line": ceil_div(vol * nb, prover.target.line_bytes),
+                 "byte": vol * nb}[lv.unit]
+        limit = sp.limits[lv.index]
+        obs.append(prover.ob(head, seq, sp, f"the new buffer fits under the box's lowest {lv.name} limit",
+                             lambda: as_bool(units > limit),
+                             lambda m: f"{value(m, units)} {lv.unit}s at shape {prover.shape(m, sp)} but the limit is {value(m, limit)}",
+                             (lv.unit, v, nb, shape_key, sp.axis_range(limit))))
+        if lv.unit == "vector":
+            width_ok = v > 0 and v * nb in prover.target.vector_types
+            obs.append(prover.ob(head, seq, sp, f"v{v} is a vector register and divides every volume",
+                                 lambda: z3.Or(as_bool(not width_ok), as_bool(mod(vol, v) != 0) if v > 0 else z3.BoolVal(True)),
+                                 lambda m: f"v{v} of {sp.dtypes[op]} against {value(m, vol)} values at shape {prover.shape(m, sp)}",
+                                 (v, nb, shape_key)))
+        return obs

@@ -1,0 +1,211 @@
+"""tile: loop over tiles of a spec (and, for accumulating kinds, over the reduction:
+the "split" rewrite). Logic file: encodings/rules/tile.lp. IR node: Loop.
+
+    Matmul(1x8x8x8) --tile([1, 4, 8, 8])--> for 2 tiles: Matmul(1x4x8x8)
+
+Action args: (tile shape, one size per spec dimension; parallel: bool). The search
+derives `tile1(D, T, P)` (one dimension D cut to T, parallel P); a user's request is
+`tile(P)` with `req_tile(S, D, T)` facts for every dimension.
+"""
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from morello_asp.errors import ScheduleError
+from morello_asp.ir import Loop, loop_regions
+
+from .action import Action
+from .base import Rewrite
+
+
+def action(shape, parallel: bool = False) -> Action:
+    return Action("tile", (tuple(int(x) for x in shape), bool(parallel)))
+
+
+class Tile(Rewrite):
+    name = "tile"
+    atoms = ("tile1", "tile")
+    node = Loop
+    node_tag = "loop"  # the node in program JSON
+
+    def decode(self, spec, functor, args, ctx, requested):
+        if functor == "tile":
+            if requested is None:
+                raise ValueError("tile(P) answers a request only")
+            return requested
+        d, t, par = (int(x) for x in args)
+        shape = list(spec.shape)
+        shape[d] = t
+        return Action("tile", (tuple(shape), bool(par)))
+
+    def request(self, spec, action, ctx):
+        shape, par = action.args
+        if len(shape) != len(spec.shape):
+            raise ScheduleError(f"tile {list(shape)} has {len(shape)} sizes; {spec.short()} has {len(spec.shape)} dimensions")
+        return f"tile({int(par)})", [f"req_tile(0,{d},{t})." for d, t in enumerate(shape)]
+
+    def text(self, action):
+        shape, par = action.args
+        return f"tile([{', '.join(map(str, shape))}]{', parallel' if par else ''})"
+
+    def args_to_json(self, action) -> dict[str, Any]:
+        return {"tile": list(action.args[0]), "parallel": action.args[1]}
+
+    def args_from_json(self, obj, ranks):
+        return Action("tile", (tuple(obj["tile"]), bool(obj["parallel"])))
+
+    def build(self, spec, exp, kids):
+        shape, par = exp.action.args
+        return Loop(spec, tuple(shape), par, kids[0], tuple(kids[1:]))
+
+    def action_of(self, node):
+        return Action("tile", (tuple(node.tile_shape), bool(node.parallel)))
+
+    def cost(self, node, child_costs, target):
+        from morello_asp.cost import loop_cost
+
+        return loop_cost(node, child_costs[0], child_costs[1:], target)
+
+    def node_to_json(self, node, rec):
+        return {"node": "loop", "tile": list(node.tile_shape), "parallel": node.parallel, "body": rec(node.body),
+                "boundaries": [rec(b) for b in node.boundaries]}
+
+    def node_from_json(self, d, spec, rec):
+        return Loop(spec, tuple(d["tile"]), bool(d["parallel"]), rec(d["body"]), tuple(rec(b) for b in d["boundaries"]))
+
+    def rule_children_mismatch(self, spec, action, exp):
+        want = [tuple(action.args[0])] + [s for _, s, main in loop_regions(spec.shape, action.args[0]) if not main]
+        got = [c.shape for c in exp.children]
+        return None if got == want else f"the rules' children {got} differ from the loop's regions {want}"
+
+    # ---- proofs ---------------------------------------------------------------------
+    def program_obligations(self, node, ctx):
+        """The tiles and boundary regions cover each point exactly once and stay in
+        bounds; children have their regions' shapes; reductions are split legally."""
+        import z3
+
+        from morello_asp.solver.verify import Obligation, solve
+
+        loop: Loop = node
+        spec = loop.spec
+        name = f"tile {list(loop.tile_shape)} of {spec.short()}"
+        out = []
+        shape, tile = spec.shape, loop.tile_shape
+        if len(tile) != len(shape) or any(t < 1 or t > n for t, n in zip(tile, shape)):
+            return [Obligation(f"{name}: tile sizes within the spec", "refuted", f"tile {list(tile)} vs shape {list(shape)}")]
+        # Boxes the program actually covers: full tiles of the body's shape, then each
+        # boundary body once at its region.
+        steps = [n // t for n, t in zip(shape, tile)]
+        body_shape = loop.body.spec.shape
+        boxes = [("main", [0] * len(shape), [s * b for s, b in zip(steps, body_shape)], body_shape)]
+        regions = loop.regions()
+        for i, child in enumerate(loop.boundaries):
+            off = regions[i][0] if i < len(regions) else tuple(0 for _ in shape)
+            boxes.append((f"boundary {i}", list(off), list(child.spec.shape), None))
+        p = [z3.Int(f"p{d}") for d in range(len(shape))]
+        s = z3.Solver()
+        s.add([z3.And(0 <= v, v < n) for v, n in zip(p, shape)])
+        inside = [z3.And([z3.And(o <= v, v < o + e) for v, o, e in zip(p, off, ext)]) for _, off, ext, _ in boxes]
+        s.add(z3.Sum([z3.If(c, 1, 0) for c in inside]) != 1)
+        r, m = solve(s)
+        what = f"{name}: every point covered exactly once"
+        if r == z3.sat:
+            pt = [m.eval(v).as_long() for v in p]
+            hits = [b[0] for b, c in zip(boxes, inside) if z3.is_true(m.eval(c))]
+            out.append(Obligation(what, "refuted", f"point {pt} is covered by {hits or 'nothing'}"))
+        else:
+            out.append(Obligation(what, "proved" if r == z3.unsat else "unknown"))
+        what = f"{name}: tiles stay in bounds"
+        oob = [b for b in boxes if any(o + e > n for o, e, n in zip(b[1], b[2], shape))]
+        out.append(Obligation(what, "refuted", f"{oob[0][0]} reaches {[o + e for o, e in zip(oob[0][1], oob[0][2])]} "
+                              f"in shape {list(shape)}") if oob else Obligation(what, "proved"))
+        what = f"{name}: body and boundary specs have their regions' shapes"
+        exp = [tuple(tile)] + [r[1] for r in regions]
+        got = [loop.body.spec.shape] + [c.spec.shape for c in loop.boundaries]
+        out.append(Obligation(what, "proved") if exp == got else Obligation(what, "refuted", f"expected {exp}, program has {got}"))
+        red = [d for d in spec.k.reduction(len(shape)) if tile[d] != shape[d]]
+        what = f"{name}: reductions split only where legal"
+        if red and not spec.k.is_accum:
+            out.append(Obligation(what, "refuted", f"{spec.kind} is not accumulating but the loop splits dimension {red[0]}"))
+        elif red and loop.parallel:
+            out.append(Obligation(what, "refuted", f"a parallel loop splits reduction dimension {red[0]}"))
+        else:
+            out.append(Obligation(what, "proved"))
+        return out
+
+    def box_obligations(self, prover, head, seq, sp, a):
+        import z3
+
+        from morello_asp.solver.box_space import as_bool
+        from morello_asp.solver.verify_boxes import BoxObligation, sym_regions, value
+
+        tile, par = tuple(a.args[0]), bool(a.args[1])
+        dims, n = sp.dims, len(sp.dims)
+        if len(tile) != n:
+            return [BoxObligation(f"{head}: one tile size per dimension", "refuted", f"{len(tile)} sizes for {n} dimensions", seq)]
+        key = (tile, tuple(map(tuple, sp.dim_values)))
+        regions = cache(lambda: sym_regions(dims, tile))
+        p = [z3.Int(f"p{d}") for d in range(n)]
+        inside = cache(lambda: [z3.And(as_bool(r.present), *[z3.And(o <= x, x < o + e) for x, o, e in zip(p, r.offset, r.extent)])
+                                for r in regions()])
+        obs = [prover.ob(head, seq, sp, "the tile fits every shape",
+                         lambda: z3.Or([as_bool(t < 1) for t in tile] + [as_bool(t > d) for t, d in zip(tile, dims)]),
+                         lambda m: f"tile {list(tile)} exceeds shape {prover.shape(m, sp)}", key)]
+
+        def cover(m):
+            hits = [("main" if r.mask == 0 else f"boundary {r.mask}") for r, c in zip(regions(), inside()) if z3.is_true(m.eval(c))]
+            return f"point {[value(m, x) for x in p]} of shape {prover.shape(m, sp)} is covered by {hits or 'nothing'}"
+
+        in_space = lambda: z3.And([z3.And(0 <= x, x < d) for x, d in zip(p, dims)])  # noqa: E731
+        obs.append(prover.ob(head, seq, sp, "main tiles and boundary regions cover every point exactly once",
+                             lambda: z3.And(in_space(), z3.Sum([z3.If(c, 1, 0) for c in inside()]) != 1), cover, key))
+        outside = lambda: z3.Or([z3.And(as_bool(r.present), as_bool(o + e > d))  # noqa: E731
+                                 for r in regions() for o, e, d in zip(r.offset, r.extent, dims)])
+        obs.append(prover.ob(head, seq, sp, "every region stays in bounds", outside,
+                             lambda m: f"a region ends past shape {prover.shape(m, sp)}", key))
+        obs += self._vectors(prover, head, seq, sp, regions, key)
+        red = list(sp.kind.reduction(n))
+        split = [as_bool(tile[d] != dims[d]) for d in red]
+        bad_split = (not sp.kind.is_accum or par) and bool(red)
+        neg = z3.Or(z3.And(as_bool(bad_split), z3.Or(split) if split else z3.BoolVal(False)), as_bool(par and sp.serial))
+
+        def loop_kind(m):
+            if par and sp.serial:
+                return "a serial-only spec gets a parallel loop"
+            d = next(d for d, s in zip(red, split) if z3.is_true(m.eval(s)))
+            why = "a parallel loop" if par else f"non-accumulating {sp.k['kind']}"
+            return f"{why} splits reduction dimension {d} (size {value(m, dims[d])}, tile {tile[d]})"
+
+        obs.append(prover.ob(head, seq, sp, "reductions split only in accumulating kinds, never in parallel", neg, loop_kind))
+        return obs
+
+    @staticmethod
+    def _vectors(prover, head, seq, sp, regions, key):
+        """Each child's vector-register operands still hold whole vectors."""
+        import z3
+
+        from morello_asp.solver.box_space import as_bool, mod, product_of
+        from morello_asp.solver.verify_boxes import value
+
+        vlevels = [i for i, name in enumerate(sp.levels) if sp.target.level(name).unit == "vector"]
+        if not vlevels:
+            return []
+        vrf = vlevels[0]
+        ops = [(op, lv, v) for op, (lv, v, _, _) in enumerate(sp.ops) if not (isinstance(lv, int) and lv != vrf)]
+        if not ops:
+            return []
+        labels = cache(lambda: [(r, op, product_of([r.child[d] for d in sp.op_dims[op]]), lv, v)
+                                for r in regions() for op, lv, v in ops])
+        terms = cache(lambda: [z3.And(as_bool(r.present), as_bool(lv == vrf), as_bool(v > 0),
+                                      as_bool(mod(vol, v) != 0) if not isinstance(v, int) or v > 0 else z3.BoolVal(False))
+                               for r, op, vol, lv, v in labels()])
+
+        def explain(m):
+            r, op, vol, _, v = next(x for x, t in zip(labels(), terms()) if z3.is_true(m.eval(t)))
+            which = "the body" if r.mask == 0 else f"boundary child {r.mask}"
+            return f"in {which} operand {op} has {value(m, vol)} values, not whole vectors of {value(m, v)}"
+
+        axes = tuple((op, sp.axis_range(lv), sp.axis_range(v), tuple(sp.op_dims[op])) for op, lv, v in ops)
+        return [prover.ob(head, seq, sp, "every child holds its vector-register operands in whole vectors",
+                          lambda: z3.Or(terms()), explain, (key, vrf, axes))]

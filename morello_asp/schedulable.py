@@ -1,0 +1,77 @@
+"""The scheduling API as methods of specs and programs (paper 2.3; Exo's
+API_scheduling is the model): each is a thin wrapper over the checked free function of
+the same name in morello_asp.schedule, so `spec.tile(...).move_param(...)` chains.
+
+This module imports nothing of the package at load time, so Spec and Impl can inherit
+from it without an import cycle.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Sequence
+
+if TYPE_CHECKING:
+    from .ir import Impl
+    from .layout import Layout
+
+
+class Schedulable:
+    """Rewrites of the open spec a value stands for: the spec itself, or the sole open
+    non-Move spec of a partial program (use `subschedule` to pick another)."""
+
+    def tile(self, shape: Sequence[int], parallel: bool = False) -> "Impl":
+        """Spec(N) -> loop over tiles: Spec(tile), plus one boundary spec per leftover
+        region. `shape` has one size per spec dimension (b, m, k, n for Matmul).
+
+            Matmul(1x8x8x8).tile([1, 4, 8, 8])  ->  tile (2 trips): Matmul(1x4x8x8)
+        """
+        from . import schedule
+
+        return schedule.tile(self, shape, parallel)
+
+    def split(self, k: int) -> "Impl":
+        """An accumulating spec -> loop over its reduction in steps of k.
+
+            MatmulAccum(1x4x64x4).split(16)  ->  tile (4 trips): MatmulAccum(1x4x16x4)
+        """
+        from . import schedule
+
+        return schedule.split(self, k)
+
+    def to_accum(self) -> "Impl":
+        """Matmul -> block: Zero(out); MatmulAccum(lhs, rhs, out).
+
+            Matmul(1x4x4x4).to_accum()  ->  block: [Zero(1x4x4), MatmulAccum(1x4x4x4)]
+        """
+        from . import schedule
+
+        return schedule.to_accum(self)
+
+    def move_param(self, operand: int, level: str, layout: "str | Layout" = "row_major",
+                   vector_size: int | None = None) -> "Impl":
+        """Spec(.., t, ..) -> alloc t' at `level` in `layout`: [load t -> t'] Spec(.., t', ..)
+        [store t' -> t] (loads for inputs, stores for outputs, none for a cache move).
+
+            Matmul(1x4x4x4, GL, GL, GL).move_param(1, "L1")  ->  alloc l: ... Matmul(.., L1, ..)
+        """
+        from . import schedule
+
+        return schedule.move_param(self, operand, level, layout, vector_size)
+
+    def select(self, kernel: str) -> "Impl":
+        """Spec -> the target microkernel `kernel` (e.g. BroadcastVecMultAdd), if the
+        target's rules apply it to the spec.
+
+            MatmulAccum(1x1x1x8, RF, VRF, VRF).select("BroadcastVecMultAdd")  ->  the kernel
+        """
+        from . import schedule
+
+        return schedule.select(self, kernel)
+
+    def subschedule(self, path: Sequence[int], fn: Callable[["Impl"], "Impl"]) -> "Impl":
+        """Apply `fn` to the child at `path` (child indices from this program's root).
+
+            prog.subschedule([0], lambda load: load.select("VectorAssign"))
+        """
+        from . import schedule
+
+        return schedule.subschedule(self, path, fn)
