@@ -22,8 +22,9 @@ def load_program(args):
 
             rep = verify(imp, rules)
             if not rep.ok:
-                raise RefutedError(f"{file_or_spec}: the program is not proved legal, not running it "
-                                   f"(--no-verify to run anyway):\n{rep}")
+                bad = [o for o in rep.obligations if o.status != "proved"]
+                raise RefutedError(f"{file_or_spec}: not proved legal, not running it (--no-verify to run anyway): "
+                                   f"{len(bad)} obligation(s) not proved, first: {bad[0]}")
         return imp, rules
     if file_or_spec.endswith(".json"):
         raise MorelloError(f"no program file {file_or_spec} (save one with `morello-asp synth SPEC --out FILE`)")

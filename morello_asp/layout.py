@@ -137,7 +137,9 @@ class Layout:
         return out
 
     def buffer_ok(self, shape) -> bool:
-        """True if a fresh buffer of this shape in this layout has no padding."""
+        """True if a buffer of this shape in this layout has no padding: every pack
+        divides its dimension. The one rule for padded layouts: specs (Spec.validate),
+        moves and proofs all refuse a layout that fails it."""
         if len(shape) != self.rank:
             return False
         covered = [1] * len(shape)
@@ -195,33 +197,6 @@ class Layout:
                 partial_seen = True
         return self.full_contiguity()
 
-    def tile_aligned(self, shape, tile, contig: int, aligned: bool, nbytes: int, line: int = 64) -> bool:
-        """A tile stays aligned if its parent was aligned and contiguous and every step
-        between tile origins is a whole number of cache lines."""
-        if not aligned or contig < self.full_contiguity():
-            return False
-        stride = 1
-        for pe, te in self.tile_extents(shape, tile):
-            if te != pe and (te * stride * nbytes) % line:
-                return False
-            stride *= pe
-        return True
-
-    def tile_ok(self, shape, tile) -> bool:
-        """A tile must not cut a pack into pieces that straddle pack boundaries."""
-        for v, ext, p in self._covers(shape):
-            t = tile[p.dim]
-            if p.kind == "dyn":
-                continue
-            if t >= v * ext:
-                if t % (v * ext):
-                    return False
-            elif t > v and (v * ext) % t:
-                return False
-            elif t < v and v % t:
-                return False
-        return True
-
     def contiguous_run(self, shape, contig: int) -> int:
         """Number of adjacent values in the innermost `contig` physical dims of a view."""
         run = 1
@@ -230,13 +205,3 @@ class Layout:
                 break
             run *= ext
         return min(run, prod(shape))
-
-    def inner_vector_ok(self, shape, vector_size: int) -> bool:
-        """Vectors of `vector_size` values must lie along the innermost physical dim."""
-        covers = self._covers(shape)
-        run = 1
-        for v, ext, p in covers:
-            run *= ext
-            if run >= vector_size:
-                return run % vector_size == 0
-        return False

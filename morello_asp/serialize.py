@@ -55,15 +55,15 @@ def from_json_with_rules(doc: dict) -> tuple[Impl, tuple[str, ...]]:
     try:
         target = get_target(doc.get("target") or DEFAULT_TARGET, tuple(doc.get("target_extra", ())))
         rules = tuple(str(rule_file(r)) for r in doc.get("rules", ()))
-        return _load(doc["program"], target), rules
+        return _load(doc["program"], target, root=True), rules
     except MorelloError:
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
         raise MorelloError(f"malformed program: {type(e).__name__}: {e}") from None
 
 
-def _load(d: dict, target: Target) -> Impl:
-    spec = parse_spec(d["spec"], target)
+def _load(d: dict, target: Target, root: bool = False) -> Impl:
+    spec = parse_spec(d["spec"], target, buffers=root)  # below the root, operands are views
     kind = d["node"]
     if kind == "hole":
         return SpecHole(spec)

@@ -145,7 +145,11 @@ class Spec(Schedulable):
         ops = tuple(t.canonical(s, self.target) for t, s in zip(self.operands, self.operand_shapes))
         return replace(self, operands=ops)
 
-    def validate(self, target: Target | None = None) -> "Spec":
+    def validate(self, target: Target | None = None, buffers: bool = True) -> "Spec":
+        """Raise SpecError unless the spec is well formed; with `buffers`, its operands
+        are whole buffers (a program's arguments), so their layouts may not pad them
+        (a sub-spec's operands are views into larger buffers, where a pack may exceed
+        the view)."""
         target = target or self.target
         k = self.k
         if k.rank is not None and len(self.shape) != k.rank:
@@ -165,6 +169,9 @@ class Spec(Schedulable):
                 t.layout.validate(len(shp))
             except LayoutError as e:
                 raise SpecError(f"operand {i}: {e}") from None
+            if buffers and not t.layout.buffer_ok(shp):
+                raise SpecError(f"operand {i}: layout {t.layout} does not fit shape {'x'.join(map(str, shp))}: "
+                                "a pack must divide its dimension (a padded buffer is not supported)")
             vol = prod(shp)
             if target.holds_vectors(t.level):
                 if not t.vector_size:
@@ -312,7 +319,7 @@ class _Parser:
         return TensorSpec(dtype, level, layout, aligned, contig, vsize)
 
 
-def parse_spec(text: str, target: Target | str | None = None) -> Spec:
+def parse_spec(text: str, target: Target | str | None = None, buffers: bool = True) -> Spec:
     """Parse the paper's spec syntax, or the sugar `Kind(MxKxN, dtype)`.
 
     Sugar puts every tensor in GL, row-major, serial, with the target's full memory.
@@ -381,7 +388,7 @@ def parse_spec(text: str, target: Target | str | None = None) -> Spec:
     if p.pos != len(p.text):
         p.error("end of spec")
     spec = Spec(kname, tuple(shape), tuple(ops), serial, tuple(limits), tgt)
-    spec.validate(tgt)
+    spec.validate(tgt, buffers)
     return spec.canonical()
 
 
