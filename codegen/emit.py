@@ -9,7 +9,6 @@ register index is a constant.
 """
 from __future__ import annotations
 
-import itertools
 import re
 from dataclasses import dataclass, replace
 from math import prod
@@ -17,7 +16,8 @@ from math import prod
 import numpy as np
 
 from morello_asp.expr import Add, Const, Expr, Mul, Var, lift
-from morello_asp.ir import Alloc, Block, Impl, KernelApp, Loop, SpecHole
+from morello_asp.ir import Impl, KernelApp, SpecHole
+from morello_asp.rewrites import for_node
 from morello_asp.spec import Spec, TensorSpec
 from morello_asp.target import Target
 
@@ -151,135 +151,48 @@ class Emitter:
         if len(views) != len(spec.operands):
             raise CodegenError(f"{spec.short()} got {len(views)} operands")
         views = [replace(v, ts=t) for v, t in zip(views, spec.operands)]
-        if isinstance(node, KernelApp):
-            self.kernel(node, views)
-        elif isinstance(node, Loop):
-            self.loop(node, views)
-        elif isinstance(node, Block):
-            for c in node.stmts:
-                if len(c.spec.operands) == len(views):
-                    self.emit(c, views)
-                elif len(c.spec.operands) == 1:  # the init kind writes the output only
-                    self.emit(c, [views[spec.output]])
-                else:
-                    raise CodegenError(f"cannot map the operands of {spec.short()} onto block child {c.spec.short()}")
-        elif isinstance(node, Alloc):
-            self.alloc(node, views)
-        elif isinstance(node, SpecHole):
+        if isinstance(node, SpecHole):
             raise CodegenError(f"the program is incomplete: open spec {spec} has no implementation")
-        else:
-            raise CodegenError(f"no C for IR node {type(node).__name__}")
+        try:
+            fam = for_node(node)
+        except TypeError:
+            raise CodegenError(f"no C for IR node {type(node).__name__}") from None
+        fam.emit_c(node, views, self)
 
-    def loop(self, node: Loop, views: list[View]):
-        spec = node.spec
-        opdims = spec.k.operand_dims(len(spec.shape))
-        names = spec.k.dim_names(len(spec.shape))
-        looped = [d for d, s in enumerate(node.steps) if s > 1]
-        unroll = node.unrolled(self.ct.target.register_levels)  # registers cannot be indexed by a counter
-
-        def body_views(shift: dict[int, Expr], sub: Spec) -> list[View]:
-            out = []
-            for i, v in enumerate(views):
-                origin = list(v.origin)
-                for j, d in enumerate(opdims[i]):
-                    if d in shift:
-                        origin[j] = origin[j] + shift[d]
-                out.append(View(v.buf, tuple(origin), sub.operand_shapes[i], sub.operands[i]))
-            return out
-
-        if unroll:
-            for it in itertools.product(*(range(node.steps[d]) for d in looped)):
-                shift = {d: Const(i * node.tile_shape[d]) for d, i in zip(looped, it)}
-                self.emit(node.body, body_views(shift, node.body.spec))
-        elif looped:
-            if node.parallel:
-                self.uses_omp = True
-                self.out("#pragma omp parallel for" + (f" collapse({len(looped)})" if len(looped) > 1 else ""))
-            opened: list[str] = []
-            shift: dict[int, Expr] = {}
-            for d in looped:
-                t, n = node.tile_shape[d], node.steps[d] * node.tile_shape[d]
-                p = None if node.parallel else self.pack_split(d, t, n, views, opdims)
-                # A loop that crosses pack boundaries runs as two (outer by pack, inner
-                # within): the layout's / and % then simplify away.
-                bounds = [(n, p), (p, t)] if p else [(n, t)]
-                shift[d] = Const(0)
-                for extent, step in bounds:
-                    v = self.fresh_index(names[d])
-                    self.out(f"for (int {v} = 0; {v} < {extent}; {v}{' += ' + str(step) if step > 1 else '++'}) {{")
-                    self.env[v] = VarRange(0, extent - step, step)
-                    self.depth += 1
-                    opened.append(v)
-                    shift[d] = shift[d] + Var(v)
-            self.emit(node.body, body_views(shift, node.body.spec))
-            for v in reversed(opened):
-                self.depth -= 1
-                self.out("}")
-                del self.env[v]
-        else:
-            self.emit(node.body, body_views({}, node.body.spec))
-        for b, (off, _shp) in zip(node.boundaries, node.regions()):
-            self.out(f"/* boundary at [{', '.join(map(str, off))}]: {b.spec.short()} */")
-            self.emit(b, body_views({d: Const(o) for d, o in enumerate(off) if o}, b.spec))
-
-    def pack_split(self, d: int, t: int, n: int, views: list[View], opdims) -> int | None:
-        """A pack size P along loop dimension d of an operand in memory such that the loop
-        (tiles of t over n) can run as n/P packs of P/t tiles, or None."""
-        for i, v in enumerate(views):
-            if v.buf.in_registers:
-                continue
-            for j, dd in enumerate(opdims[i]):
-                for pd in v.buf.ts.layout.pdims if dd == d else ():
-                    if pd.dim == j and pd.kind == "pack" and t < pd.size < n and pd.size % t == 0 and n % pd.size == 0:
-                        return pd.size
-        return None
-
-    def alloc(self, node: Alloc, views: list[View]):
-        i = node.operand
-        old = views[i]
-        body_ts = node.body.spec.operands[i]
-        if node.load is None and node.store is None:
-            # A cache move with unchanged layout: the hardware does it; same memory.
-            inner = list(views)
-            inner[i] = replace(old, ts=body_ts)
-            self.emit(node.body, inner)
-            return
-        new = node.new
-        level = new.level
-        root = old.buf.root or old.buf.name
-        name = self.fresh(self.ct.target.prefix(level) + root)
-        buf = Buffer(name, old.shape, new, self.is_register(level), root)
-        ct = new.dtype.c_type
+    def open_buffer(self, base: str, shape: tuple[int, ...], ts: TensorSpec, root: str,
+                    source: str = "") -> tuple[Buffer, bool]:
+        """Open a C scope and declare a new buffer for a `shape` tensor in `ts` (register
+        variables, a stack array, or heap memory for large ones), with a comment naming
+        the buffer it copies (`source`); (buffer, on the heap). Close it with close_buffer."""
+        level = ts.level
+        name = self.fresh(self.ct.target.prefix(level) + base)
+        buf = Buffer(name, shape, ts, self.is_register(level), root)
+        ct = ts.dtype.c_type
         self.out("{")
         self.depth += 1
-        self.out(f"/* {name}: {'x'.join(map(str, old.shape))} {new.text()} <- {old.buf.name} */")
+        self.out(f"/* {name}: {'x'.join(map(str, shape))} {ts.text()}{' <- ' + source if source else ''} */")
         heap = False
-        if buf.in_registers and new.vector_size:
-            vt = self.ct.vector_type(str(new.dtype), new.vector_size * new.dtype.nbytes)
-            regs = [f"{name}_{r}" for r in range(buf.volume // new.vector_size)]
+        if buf.in_registers and ts.vector_size:
+            vt = self.ct.vector_type(str(ts.dtype), ts.vector_size * ts.dtype.nbytes)
+            regs = [f"{name}_{r}" for r in range(buf.volume // ts.vector_size)]
             for chunk in range(0, len(regs), 8):
                 self.out(f"{vt} {', '.join(regs[chunk:chunk + 8])};")
         elif buf.in_registers:
             regs = [name] if buf.volume == 1 else [f"{name}_{r}" for r in range(buf.volume)]
             self.out(f"{ct} {', '.join(regs)};")
         else:
-            nbytes = buf.volume * new.dtype.nbytes
+            nbytes = buf.volume * ts.dtype.nbytes
             if nbytes <= STACK_BYTES:
                 self.out(f"{ct} {name}[{buf.volume}] __attribute__((aligned({ALIGN})));")
             else:
                 heap = True
                 rounded = -(-nbytes // ALIGN) * ALIGN
                 self.out(f"{ct} *restrict {name} = ({ct} *)aligned_alloc({ALIGN}, {rounded});")
-        nv = View(buf, tuple(Const(0) for _ in old.shape), old.shape, body_ts)
-        if node.load is not None:
-            self.emit(node.load, [old, nv])
-        inner = list(views)
-        inner[i] = nv
-        self.emit(node.body, inner)
-        if node.store is not None:
-            self.emit(node.store, [nv, old])
+        return buf, heap
+
+    def close_buffer(self, buf: Buffer, heap: bool) -> None:
         if heap:
-            self.out(f"free({name});")
+            self.out(f"free({buf.name});")
         self.depth -= 1
         self.out("}")
 

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol
 from .action import Action
 
 if TYPE_CHECKING:
+    from morello_asp.codegen.emit import Emitter, View
     from morello_asp.ir import Impl
+    from morello_asp.printer import Listing
     from morello_asp.solver.engine import Expansion
     from morello_asp.solver.facts import LayoutIds
     from morello_asp.solver.verify import Obligation, ProgramContext
@@ -87,6 +89,16 @@ class Rewrite(ABC):
         (only a family that allocates adds to them)."""
         n = len(target.levels)
         return tuple(max((p[i] for p in child_peaks), default=0) for i in range(n))
+
+    @abstractmethod
+    def list_node(self, node: "Impl", args: list[str], depth: int, out: "Listing") -> None:
+        """The node's lines in a program listing (morello_asp/printer.py), its operands
+        named `args`; children through out.node(child, names, depth)."""
+
+    @abstractmethod
+    def emit_c(self, node: "Impl", views: list["View"], em: "Emitter") -> None:
+        """The node's C (codegen/emit.py): `views` are its operands' buffers and origins;
+        children through em.emit(child, views)."""
 
     @abstractmethod
     def node_to_json(self, node: "Impl", rec: Callable[["Impl"], dict]) -> dict: ...

@@ -87,6 +87,48 @@ class Move(Rewrite):
         li = target.level(node.new.level).index
         return tuple(alloc_units(node, target) + pow2ceil(v) if i == li else v for i, v in enumerate(base))
 
+    def list_node(self, node, args, depth, out):
+        from morello_asp.printer import tensor_text
+
+        shape = node.spec.operand_shapes[node.operand]
+        nm = out.fresh(out.target.prefix(node.new.level) + args[node.operand].lstrip("t"))
+        out.line(depth, f"alloc {nm}: {tensor_text(node.new, shape)} ← {args[node.operand]}:", node)
+        inner = list(args)
+        inner[node.operand] = nm
+        if node.load is not None:
+            out.node(node.load, [args[node.operand], nm], depth + 1)
+        out.node(node.body, inner, depth + 1)
+        if node.store is not None:
+            out.node(node.store, [nm, args[node.operand]], depth + 1)
+
+    def emit_c(self, node, views, em):
+        """A copy: a new buffer in its own scope, loaded before and stored after the body.
+        A cache move with unchanged layout emits nothing: the hardware does it."""
+        from dataclasses import replace
+
+        from morello_asp.codegen.emit import View
+        from morello_asp.expr import Const
+
+        i = node.operand
+        old = views[i]
+        body_ts = node.body.spec.operands[i]
+        if node.load is None and node.store is None:
+            inner = list(views)
+            inner[i] = replace(old, ts=body_ts)
+            em.emit(node.body, inner)
+            return
+        root = old.buf.root or old.buf.name
+        buf, heap = em.open_buffer(root, old.shape, node.new, root, old.buf.name)
+        nv = View(buf, tuple(Const(0) for _ in old.shape), old.shape, body_ts)
+        if node.load is not None:
+            em.emit(node.load, [old, nv])
+        inner = list(views)
+        inner[i] = nv
+        em.emit(node.body, inner)
+        if node.store is not None:
+            em.emit(node.store, [nv, old])
+        em.close_buffer(buf, heap)
+
     def node_to_json(self, node, rec):
         return {"node": "alloc", "operand": node.operand, "new": node.new.text(), "body": rec(node.body),
                 "load": rec(node.load) if node.load is not None else None,

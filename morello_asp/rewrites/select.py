@@ -57,6 +57,13 @@ class Select(Rewrite):
     def cost(self, node, child_costs, target):
         return node.kernel_cost
 
+    def list_node(self, node, args, depth, out):
+        out.line(depth, f"{node.kernel}({', '.join(args)})", node)
+
+    def emit_c(self, node, views, em):
+        """The target's C template for the kernel (codegen/emit.py expands it)."""
+        em.kernel(node, views)
+
     def node_to_json(self, node, rec):
         return {"node": "kernel", "kernel": node.kernel, "cost": node.kernel_cost}
 

@@ -9,14 +9,18 @@ derives `tile1(D, T, P)` (one dimension D cut to T, parallel P); a user's reques
 """
 from __future__ import annotations
 
+import itertools
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from morello_asp.errors import ScheduleError
 from morello_asp.ir import Loop, loop_regions
 
 from .action import Action
 from .base import Rewrite
+
+if TYPE_CHECKING:
+    from morello_asp.codegen.emit import Emitter, View
 
 
 def action(shape, parallel: bool = False) -> Action:
@@ -66,6 +70,22 @@ class Tile(Rewrite):
         from morello_asp.cost import loop_cost
 
         return loop_cost(node, child_costs[0], child_costs[1:], target)
+
+    def list_node(self, node, args, depth, out):
+        from morello_asp.printer import tensor_text
+
+        body = node.body.spec
+        tiles = [out.fresh("t" + a.rstrip("0123456789")) for a in args]
+        binds = ", ".join(f"{t}: {tensor_text(ts, shp)} ← {a}"
+                          for t, ts, shp, a in zip(tiles, body.operands, body.operand_shapes, args))
+        out.line(depth, f"tile{'[p]' if node.parallel else ''} ({binds}):", node)
+        out.node(node.body, tiles, depth + 1)
+        for b, (off, shp) in zip(node.boundaries, node.regions()):
+            out.line(depth + 1, f"boundary at {list(off)} ({'×'.join(map(str, shp))}):")
+            out.node(b, args, depth + 2)
+
+    def emit_c(self, node, views, em):
+        _emit_loop(em, node, views)
 
     def node_to_json(self, node, rec):
         return {"node": "loop", "tile": list(node.tile_shape), "parallel": node.parallel, "body": rec(node.body),
@@ -209,3 +229,77 @@ class Tile(Rewrite):
         axes = tuple((op, sp.axis_range(lv), sp.axis_range(v), tuple(sp.op_dims[op])) for op, lv, v in ops)
         return [prover.ob(head, seq, sp, "every child holds its vector-register operands in whole vectors",
                           lambda: z3.Or(terms()), explain, (key, vrf, axes))]
+
+
+# ---- C ----------------------------------------------------------------------------------
+def _emit_loop(em: "Emitter", node: Loop, views: "list[View]") -> None:
+    """A C loop nest over the tiles (unrolled when it steps through registers, which a
+    counter cannot index), then each boundary body once at its region."""
+    from morello_asp.codegen.emit import View
+    from morello_asp.codegen.simplify import VarRange
+    from morello_asp.expr import Const, Expr, Var
+
+    spec = node.spec
+    opdims = spec.k.operand_dims(len(spec.shape))
+    names = spec.k.dim_names(len(spec.shape))
+    looped = [d for d, s in enumerate(node.steps) if s > 1]
+    unroll = node.unrolled(em.ct.target.register_levels)  # registers cannot be indexed by a counter
+
+    def body_views(shift: dict[int, Expr], sub) -> list[View]:
+        out = []
+        for i, v in enumerate(views):
+            origin = list(v.origin)
+            for j, d in enumerate(opdims[i]):
+                if d in shift:
+                    origin[j] = origin[j] + shift[d]
+            out.append(View(v.buf, tuple(origin), sub.operand_shapes[i], sub.operands[i]))
+        return out
+
+    if unroll:
+        for it in itertools.product(*(range(node.steps[d]) for d in looped)):
+            shift: dict[int, Expr] = {d: Const(i * node.tile_shape[d]) for d, i in zip(looped, it)}
+            em.emit(node.body, body_views(shift, node.body.spec))
+    elif looped:
+        if node.parallel:
+            em.uses_omp = True
+            em.out("#pragma omp parallel for" + (f" collapse({len(looped)})" if len(looped) > 1 else ""))
+        opened: list[str] = []
+        shifts: dict[int, Expr] = {}
+        for d in looped:
+            t, n = node.tile_shape[d], node.steps[d] * node.tile_shape[d]
+            p = None if node.parallel else _pack_split(d, t, n, views, opdims)
+            # A loop that crosses pack boundaries runs as two (outer by pack, inner
+            # within): the layout's / and % then simplify away.
+            bounds = [(n, p), (p, t)] if p else [(n, t)]
+            shifts[d] = Const(0)
+            for extent, step in bounds:
+                v = em.fresh_index(names[d])
+                em.out(f"for (int {v} = 0; {v} < {extent}; {v}{' += ' + str(step) if step > 1 else '++'}) {{")
+                em.env[v] = VarRange(0, extent - step, step)
+                em.depth += 1
+                opened.append(v)
+                shifts[d] = shifts[d] + Var(v)
+        em.emit(node.body, body_views(shifts, node.body.spec))
+        for v in reversed(opened):
+            em.depth -= 1
+            em.out("}")
+            del em.env[v]
+    else:
+        em.emit(node.body, body_views({}, node.body.spec))
+    for b, (off, _shp) in zip(node.boundaries, node.regions()):
+        em.out(f"/* boundary at [{', '.join(map(str, off))}]: {b.spec.short()} */")
+        at: dict[int, Expr] = {d: Const(o) for d, o in enumerate(off) if o}
+        em.emit(b, body_views(at, b.spec))
+
+
+def _pack_split(d: int, t: int, n: int, views: "list[View]", opdims) -> int | None:
+    """A pack size P along loop dimension d of an operand in memory such that the loop
+    (tiles of t over n) can run as n/P packs of P/t tiles, or None."""
+    for i, v in enumerate(views):
+        if v.buf.in_registers:
+            continue
+        for j, dd in enumerate(opdims[i]):
+            for pd in v.buf.ts.layout.pdims if dd == d else ():
+                if pd.dim == j and pd.kind == "pack" and t < pd.size < n and pd.size % t == 0 and n % pd.size == 0:
+                    return pd.size
+    return None

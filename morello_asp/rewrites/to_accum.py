@@ -49,6 +49,22 @@ class ToAccum(Rewrite):
     def cost(self, node, child_costs, target):
         return sum(child_costs)
 
+    def list_node(self, node, args, depth, out):
+        out.line(depth, "block:", node)
+        for c in node.stmts:  # the fill sees the output only
+            out.node(c, args if len(c.spec.operands) == len(args) else [args[node.spec.output]], depth + 1)
+
+    def emit_c(self, node, views, em):
+        from morello_asp.codegen.errors import CodegenError
+
+        for c in node.stmts:
+            if len(c.spec.operands) == len(views):
+                em.emit(c, views)
+            elif len(c.spec.operands) == 1:  # the fill writes the output only
+                em.emit(c, [views[node.spec.output]])
+            else:
+                raise CodegenError(f"cannot map the operands of {node.spec.short()} onto block child {c.spec.short()}")
+
     def node_to_json(self, node, rec):
         return {"node": "block", "stmts": [rec(c) for c in node.stmts]}
 
