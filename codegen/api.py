@@ -141,9 +141,9 @@ class Program:
         once = max(times[0], 1e-9)
         iters = max(1, min(10**7, int(min_time / once)))
         self._bench(*ptrs, 0, iters, reps, times)
-        ts = [times[r] for r in range(reps)]
-        med = statistics.median(ts)
-        return BenchResult(med, flops(spec) / med / 1e9, ts, iters)
+        per = [times[r] for r in range(reps)]
+        med = statistics.median(per)
+        return BenchResult(med, flops(spec) / med / 1e9, per, iters)
 
 
 def compile_impl(impl: Impl, target: str | Target | None = None, rules=()) -> Program:

@@ -76,6 +76,8 @@ def build(source: str, cdef: str, flags: tuple[str, ...] = (), openmp: bool = Fa
                 )
             os.replace(out, so)  # atomic: a concurrent reader never sees half a module
     spec = importlib.util.spec_from_file_location(name, so)
+    if spec is None or spec.loader is None:
+        raise CompileError(f"cannot load the compiled module {so}")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     _LOADED[name] = mod

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from math import prod
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -204,7 +205,7 @@ class Emitter:
                 continue
             names = [f"x{d}" for d in range(len(v.shape))]
             grid = np.indices(v.shape).reshape(len(v.shape), -1)
-            env = {n: g for n, g in zip(names, grid)}
+            env: dict[str, Any] = {n: g for n, g in zip(names, grid)}
             env.update({n: r.lo for n, r in self.env.items()})
             pos = [o + Var(n) for o, n in zip(v.origin, names)]
             off = np.asarray(v.buf.ts.layout.buffer_expr(v.buf.shape, pos).eval(env)).reshape(-1)
@@ -267,7 +268,7 @@ class KernelContext:
             self.nvec = 0
         self.dtype = spec.operands[spec.output].dtype
 
-    def fail(self, msg: str):
+    def fail(self, msg: str) -> NoReturn:
         raise CodegenError(f"kernel {self.kernel} on {self.spec.short()}: {msg}")
 
     def operand(self, name: str) -> View:
@@ -322,8 +323,8 @@ class KernelContext:
         if what == "bytes":
             return str(prod(v.shape) * v.ts.dtype.nbytes)
         if what == "v":
-            if j is None:
-                self.fail(f"{{{key}}} outside an @each line")
+            if j is None or not self.vs:
+                self.fail(f"{{{key}}} outside an @each line or without a vector operand")
             return em.vector(v, j, self.vs)
         self.fail(f"unknown placeholder {{{key}}}")
 

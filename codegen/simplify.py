@@ -28,7 +28,8 @@ def _range(e: Expr, env) -> tuple[float, float]:
         r = env.get(e.name)
         return (r.lo, r.hi) if r else (-inf, inf)
     if isinstance(e, Add):
-        lo = hi = 0
+        lo: float = 0
+        hi: float = 0
         for t in e.terms:
             a, b = _range(t, env)
             lo, hi = lo + a, hi + b
@@ -50,7 +51,7 @@ def _range(e: Expr, env) -> tuple[float, float]:
 
 def _terms(e: Expr) -> list[tuple[int, Expr]]:
     """e as a list of (coefficient, atom); a constant is (c, Const(1))."""
-    out = []
+    out: list[tuple[int, Expr]] = []
     for t in e.terms if isinstance(e, Add) else (e,):
         if isinstance(t, Const):
             out.append((t.value, Const(1)))

@@ -7,7 +7,7 @@ positive constants.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 
 class Expr:
@@ -28,6 +28,16 @@ class Expr:
         return mod(self, k)
 
     def map_vars(self, fn: Callable[[str], "Expr"]) -> "Expr":
+        raise NotImplementedError
+
+    def to_c(self) -> str:
+        raise NotImplementedError
+
+    def eval(self, env: Mapping) -> Any:
+        """The value with variables from `env` (ints or numpy arrays)."""
+        raise NotImplementedError
+
+    def vars(self) -> set[str]:
         raise NotImplementedError
 
     def subs(self, env: Mapping[str, "Expr | int"]) -> "Expr":

@@ -31,6 +31,9 @@ class Impl(Schedulable):
     def with_children(self, children) -> "Impl":
         return self
 
+    def _program(self) -> "Impl":
+        return self
+
     @property
     def cost(self) -> "Cost":
         """Cost, peak memory and depth under the spec's target (paper 3)."""

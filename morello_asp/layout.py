@@ -121,11 +121,11 @@ class Layout:
         return any(p.kind != "dyn" for p in self.pdims)
 
     # ---- geometry ---------------------------------------------------------------
-    def _covers(self, shape) -> list[tuple[int, int, int]]:
-        """(before, extent, kind-size) per physical dim, innermost first: `before` is the
-        part of its logical dimension already covered by inner physical dims."""
+    def _covers(self, shape) -> list[tuple[int, int, PhysDim]]:
+        """(before, extent, physical dim) per physical dim, innermost first: `before` is
+        the part of its logical dimension already covered by inner physical dims."""
         covered = [1] * len(shape)
-        out = []
+        out: list[tuple[int, int, PhysDim]] = []
         for p in reversed(self.pdims):
             v = covered[p.dim]
             if p.kind == "dyn":

@@ -12,11 +12,15 @@ from typing import TYPE_CHECKING, Callable, Sequence
 if TYPE_CHECKING:
     from .ir import Impl
     from .layout import Layout
+    from .spec import Spec
 
 
 class Schedulable:
     """Rewrites of the open spec a value stands for: the spec itself, or the sole open
     non-Move spec of a partial program (use `subschedule` to pick another)."""
+
+    def _program(self) -> "Spec | Impl":
+        raise NotImplementedError  # Spec and Impl return themselves
 
     def tile(self, shape: Sequence[int], parallel: bool = False) -> "Impl":
         """Spec(N) -> loop over tiles: Spec(tile), plus one boundary spec per leftover
@@ -26,7 +30,7 @@ class Schedulable:
         """
         from . import schedule
 
-        return schedule.tile(self, shape, parallel)
+        return schedule.tile(self._program(), shape, parallel)
 
     def split(self, k: int) -> "Impl":
         """An accumulating spec -> loop over its reduction in steps of k.
@@ -35,7 +39,7 @@ class Schedulable:
         """
         from . import schedule
 
-        return schedule.split(self, k)
+        return schedule.split(self._program(), k)
 
     def to_accum(self) -> "Impl":
         """Matmul -> block: Zero(out); MatmulAccum(lhs, rhs, out).
@@ -44,7 +48,7 @@ class Schedulable:
         """
         from . import schedule
 
-        return schedule.to_accum(self)
+        return schedule.to_accum(self._program())
 
     def move_param(self, operand: int, level: str, layout: "str | Layout" = "row_major",
                    vector_size: int | None = None) -> "Impl":
@@ -55,7 +59,7 @@ class Schedulable:
         """
         from . import schedule
 
-        return schedule.move_param(self, operand, level, layout, vector_size)
+        return schedule.move_param(self._program(), operand, level, layout, vector_size)
 
     def select(self, kernel: str) -> "Impl":
         """Spec -> the target microkernel `kernel` (e.g. BroadcastVecMultAdd), if the
@@ -65,7 +69,7 @@ class Schedulable:
         """
         from . import schedule
 
-        return schedule.select(self, kernel)
+        return schedule.select(self._program(), kernel)
 
     def subschedule(self, path: Sequence[int], fn: Callable[["Impl"], "Impl"]) -> "Impl":
         """Apply `fn` to the child at `path` (child indices from this program's root).
@@ -74,4 +78,4 @@ class Schedulable:
         """
         from . import schedule
 
-        return schedule.subschedule(self, path, fn)
+        return schedule.subschedule(self._program(), path, fn)

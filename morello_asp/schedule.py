@@ -22,7 +22,7 @@ Program = Spec | Impl
 
 def node_from_expansion(spec: Spec, exp, children: list[Impl] | None = None) -> Impl:
     """The IR node a rewrite builds, with `children` (default: open holes)."""
-    kids = children if children is not None else [SpecHole(c) for c in exp.children]
+    kids: list[Impl] = children if children is not None else [SpecHole(c) for c in exp.children]
     return rewrites.family(exp.action.name).build(spec, exp, kids)
 
 

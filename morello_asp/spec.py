@@ -188,6 +188,9 @@ class Spec(Schedulable):
                 raise SpecError(f"operand {i}: a vector size is only meaningful in {vl}, not {t.level}")
         return self
 
+    def _program(self) -> "Spec":
+        return self
+
     def synthesize(self, db=None, rules=(), progress=None, guide: str | None = None):
         """The optimal program for this spec on its target (morello_asp.synthesize)."""
         from .synthesis import synthesize
@@ -213,7 +216,10 @@ class Spec(Schedulable):
 
 # ----------------------------------------------------------------------------- parsing
 
-_TOKEN = re.compile(r"\s*(?:(?P<num>\d+)|(?P<word>[A-Za-z_][A-Za-z_0-9]*)|(?P<punct>[(),\[\]×x]))")
+_TOKEN = re.compile(r"\s*(?:(?P<num>[0-9]+)|(?P<word>[A-Za-z_][A-Za-z_0-9]*)|(?P<punct>[(),\[\]×x]))")
+# The logic files compute in clingo's 32-bit integers: every number of a spec (a
+# dimension, a limit, a vector size) and every operand's size in bytes must fit.
+INT_MAX = 2**31 - 1
 
 
 class _Parser:
@@ -223,9 +229,8 @@ class _Parser:
 
     def error(self, expected: str):
         snippet = self.text[self.pos : self.pos + 20]
-        raise SpecSyntaxError(
-            f"at column {self.pos + 1}: expected {expected}, found {snippet!r}\n  {self.text}\n  {' ' * self.pos}^"
-        )
+        found = repr(snippet) if snippet else "the end of the text"
+        raise SpecSyntaxError(f"at column {self.pos + 1}: expected {expected}, found {found}")
 
     def skip_ws(self):
         while self.pos < len(self.text) and self.text[self.pos].isspace():
@@ -254,21 +259,28 @@ class _Parser:
         self.pos = m.end()
         return m.group(0)
 
-    def number(self, what="a number") -> int:
+    def number(self, what="a number", lo: int = 0) -> int:
+        """A whole number in ASCII digits (str.isdigit and int() also take other
+        scripts' digits), from `lo` to INT_MAX."""
         self.skip_ws()
-        m = re.compile(r"\d+").match(self.text, self.pos)
+        m = re.compile(r"[0-9]+").match(self.text, self.pos)
         if not m:
             self.error(what)
+        v = int(m.group(0))
+        if v < lo:
+            self.error(f"{what} of at least {lo}")
+        if v > INT_MAX:
+            self.error(f"{what} of at most {INT_MAX} (2^31-1: the logic files compute in 32-bit integers)")
         self.pos = m.end()
-        return int(m.group(0))
+        return v
 
     def dims(self) -> tuple[int, ...]:
-        out = [self.number("a dimension size")]
+        out = [self.number("a dimension size", 1)]
         while True:
             self.skip_ws()
             if self.text.startswith("x", self.pos) or self.text.startswith("×", self.pos):
                 self.pos += 1
-                out.append(self.number("a dimension size after 'x'"))
+                out.append(self.number("a dimension size after 'x'", 1))
             else:
                 return tuple(out)
 
@@ -308,10 +320,18 @@ class _Parser:
             flag = self.word("ua, cN or vN")
             if flag == "ua":
                 aligned = False
-            elif re.fullmatch(r"c\d+", flag):
+            elif re.fullmatch(r"c[0-9]+", flag):
                 contig = int(flag[1:])
-            elif re.fullmatch(r"v\d+", flag):
+                full = layout.full_contiguity()
+                if contig > full:
+                    self.pos = fpos
+                    self.error(f"cN with N at most {full} (contiguity counts the physical dimensions of layout "
+                               f"{layout}, which has {full})")
+            elif re.fullmatch(r"v[0-9]+", flag):
                 vsize = int(flag[1:])
+                if not 1 <= vsize <= INT_MAX:
+                    self.pos = fpos
+                    self.error(f"vN with N from 1 to {INT_MAX}")
             else:
                 self.pos = fpos
                 self.error("ua, cN or vN")
@@ -324,6 +344,7 @@ def parse_spec(text: str, target: Target | str | None = None, buffers: bool = Tr
 
     Sugar puts every tensor in GL, row-major, serial, with the target's full memory.
     """
+    _check_text(text, "parse_spec")
     tgt = as_target(target)
     p = _Parser(text)
     full = p.maybe("(")
@@ -389,11 +410,28 @@ def parse_spec(text: str, target: Target | str | None = None, buffers: bool = Tr
         p.error("end of spec")
     spec = Spec(kname, tuple(shape), tuple(ops), serial, tuple(limits), tgt)
     spec.validate(tgt, buffers)
+    _check_sizes(spec)
     return spec.canonical()
+
+
+def _check_text(text, fn: str) -> None:
+    if not isinstance(text, str):
+        raise SpecTypeError(f"{fn} expects spec text (a str), got {type(text).__name__}: {text!r:.60}")
+
+
+def _check_sizes(spec: Spec) -> None:
+    """Every operand must fit clingo's 32-bit integers in bytes (the logic files compute
+    buffer sizes from volumes)."""
+    for i, (t, shp) in enumerate(zip(spec.operands, spec.operand_shapes)):
+        nbytes = prod(shp) * t.dtype.nbytes
+        if nbytes > INT_MAX:
+            raise SpecError(f"operand {i} ({'x'.join(map(str, shp))} {t.dtype}) takes {nbytes} bytes; the logic files "
+                            f"compute in 32-bit integers, so an operand may take at most {INT_MAX} bytes (2 GiB)")
 
 
 def parse_tensor_spec(text: str, rank: int) -> TensorSpec:
     """Parse one tensor spec, e.g. `(f32, VRF, row_major, v8)`, for a rank-`rank` tensor."""
+    _check_text(text, "parse_tensor_spec")
     p = _Parser(text)
     ts = p.tensor_spec(rank)
     p.skip_ws()

@@ -68,21 +68,21 @@ def from_coords(key: str, point: tuple[int, ...], target: Target | None = None) 
     the default target)."""
     target = as_target(target)
     k = json.loads(key)
-    point = list(point)
+    rest = list(point)
     if "shape" in k:
         shape = tuple(k["shape"])
     else:
-        shape = tuple(1 << e for e in point[: k["rank"]])
-        point = point[k["rank"]:]
+        shape = tuple(1 << e for e in rest[: k["rank"]])
+        rest = rest[k["rank"]:]
     kind_shapes = Spec(k["kind"], shape, (), target=target).operand_shapes
     ops = []
     for i, (dt, lay) in enumerate(k["ops"]):
-        lv, v, c, a = point[4 * i: 4 * i + 4]
+        lv, v, c, a = rest[4 * i: 4 * i + 4]
         ops.append(TensorSpec(Dtype[dt], k["levels"][lv], Layout.parse(lay, len(kind_shapes[i]), validate=False),
                               bool(a), None if c == -1 else c, v or None))
-    point = point[4 * len(k["ops"]):]
-    assert len(point) == k["nlimits"]
-    return Spec(k["kind"], shape, tuple(ops), k["serial"], tuple(point), target)
+    rest = rest[4 * len(k["ops"]):]
+    assert len(rest) == k["nlimits"]
+    return Spec(k["kind"], shape, tuple(ops), k["serial"], tuple(rest), target)
 
 
 def limit_axes(point_len: int, nlimits: int) -> range:

@@ -148,7 +148,8 @@ class Engine:
         parents, so each distinct key maps to one shared object."""
         spec = self._children.get(key)
         if spec is None:
-            spec = self._children[key] = build_child(*key, self.ids, self.target)
+            kind, shape, ops, serial = key
+            spec = self._children[key] = build_child(kind, shape, ops, serial, self.ids, self.target)
         return spec
 
     # -------------------------------------------------------------------------- API

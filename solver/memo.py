@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol
 
+from morello_asp.rewrites import Action
 from morello_asp.spec import Spec
 
 
 @dataclass(frozen=True)
 class Decision:
-    action: object | None  # solver.engine.Action, or None when nothing fits
-    cost: int  # in a RectMemo box: a Fraction, the cost per unit of spec volume
+    action: Action | None  # None when nothing fits
+    cost: int | Fraction  # in a RectMemo box: a Fraction, the cost per unit of spec volume
     peak: tuple[int, ...]
     depth: int
 

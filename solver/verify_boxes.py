@@ -196,7 +196,7 @@ def rules_obligations(boxes, engine, progress=None) -> list[BoxObligation | None
     """One obligation per box (None for a box with no action): every spec class of the box (its lowest
     limits; the rules never see limits, moves are then fitted to them) gets the
     decision's action from the rule files, and a tile gets the children the loop runs."""
-    jobs = []  # (seq, space, action, specs, exhaustive), or None
+    jobs: list[tuple | None] = []  # (seq, space, action, specs, exhaustive), or None
     for seq, space, d in boxes:
         if d.action is None:
             jobs.append(None)
@@ -206,13 +206,13 @@ def rules_obligations(boxes, engine, progress=None) -> list[BoxObligation | None
         specs = list(dict.fromkeys(s for s in (space.spec_at(p) for p in pts) if s is not None))
         jobs.append((seq, space, d.action, specs, exhaustive))
     todo = list(dict.fromkeys(s for j in jobs if j for s in j[3]))
-    exps = {}
+    exps: dict = {}
     for i in range(0, len(todo), RULES_BATCH):
         chunk = todo[i:i + RULES_BATCH]
         exps.update(zip(chunk, engine.expand_many(chunk)))
         if progress:
             progress(f"rules: {min(i + RULES_BATCH, len(todo))}/{len(todo)} spec classes expanded")
-    out = []
+    out: list[BoxObligation | None] = []
     for job in jobs:
         if job is None:
             out.append(None)
