@@ -23,14 +23,25 @@ from pathlib import Path
 
 import cffi
 
+from morello_asp.errors import InputError
+
 from .errors import CompileError
 
 BASE_FLAGS = ("-O3", "-std=c99", "-fPIC", "-shared")
 
 
 def cache_dir() -> Path:
-    d = Path(os.environ.get("MORELLO_ASP_CACHE") or Path.home() / ".cache" / "morello-asp")
-    d.mkdir(parents=True, exist_ok=True)
+    env = os.environ.get("MORELLO_ASP_CACHE")
+    d = Path(env or Path.home() / ".cache" / "morello-asp")
+    what = f"MORELLO_ASP_CACHE={env}" if env else f"the module cache {d}"
+    if d.exists() and not d.is_dir():
+        raise InputError(f"{what} is a file, not a directory for compiled modules")
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"cannot create {what}: {e.strerror}") from None
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise InputError(f"{what} is not writable")
     return d
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from morello_asp.cli_args import check_logic_inputs, int_range
 from morello_asp.errors import MorelloError, RefutedError
 
 
@@ -12,6 +13,9 @@ def load_program(args):
     legal first unless --no-verify), else the synthesized program for a spec."""
     file_or_spec = args.program
     rules = tuple(args.rules or ())
+    check_logic_inputs(args)
+    if Path(file_or_spec).is_dir():
+        raise MorelloError(f"{file_or_spec} is a directory, not a program file or a spec")
     if Path(file_or_spec).is_file():
         from morello_asp.serialize import load_with_rules
 
@@ -69,8 +73,8 @@ def register(sub):
                        help="extra logic file (kernels), besides those a saved program records")
         p.add_argument("--no-verify", action="store_true", help="run a saved program without proving it legal first")
         if name == "run":
-            p.add_argument("--seed", type=int, default=0)
+            p.add_argument("--seed", type=int_range(0, 2**32 - 1, "a random seed"), default=0)
             p.add_argument("--show-c", action="store_true", help="print the generated C first")
         else:
-            p.add_argument("--reps", type=int, default=7)
+            p.add_argument("--reps", type=int_range(1, 10**6, "a number of repetitions"), default=7)
         p.set_defaults(func=fn)

@@ -1,12 +1,17 @@
 """The `morello-asp` command. Each feature area registers its own subcommands from its
-own module (listed in COMMAND_MODULES), so this file stays a dispatcher."""
+own module (listed in COMMAND_MODULES), so this file stays a dispatcher and the one
+error boundary: every failure becomes one line on stderr and a documented exit status
+(EPILOG)."""
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
+import traceback
 
-from .errors import MorelloError, RefutedError
+from .errors import Interrupted, MorelloError, RefutedError
 
 COMMAND_MODULES = [
     "morello_asp.cli_schedule",
@@ -16,29 +21,112 @@ COMMAND_MODULES = [
     "morello_asp.solver.cli_db",
 ]
 
+EPILOG = """\
+exit status:
+  0    success
+  1    a check ran and failed: a proof refuted, a program that differs from numpy,
+       a spec not in the memo table (query)
+  2    bad input (a spec, file, option or environment variable: the message names
+       it) and every other error morello-asp reports
+  3    internal error: a bug in morello-asp (--debug shows the traceback; please report it)
+  130  interrupted (Ctrl-C or SIGTERM); synth keeps what it decided in its --db table
+  141  the output was closed early (e.g. piped into head)
+
+environment:
+  MORELLO_ASP_JOBS=N              clingo worker processes (default: one per core, up to 8)
+  MORELLO_ASP_GROUND_TIMEOUT=S    time limit of one clingo call in seconds (default 60,
+                                  plus 0.1% per spec of a batch)
+  MORELLO_ASP_CACHE=DIR           compiled modules (default ~/.cache/morello-asp)
+"""
+
+EXIT_OK, EXIT_REFUTED, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 3, 130, 141
+
+
+class UsageError(Exception):
+    """A command line argparse refuses (exit 2, one line)."""
+
+
+class ArgParser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="morello-asp", description="Synthesizing compiler for tensor programs (rules and targets as logic programs).")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = ArgParser(prog="morello-asp", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Synthesizing compiler for tensor programs (rules and targets as logic programs).")
+    parser.add_argument("--debug", action="store_true", help="on an error, also print the Python traceback")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     return parser
 
 
-def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def one_line(text: str) -> str:
+    """A message as one line: its lines joined with '; '."""
+    return "; ".join(ln.strip() for ln in str(text).splitlines() if ln.strip())
+
+
+def say(kind: str, text) -> None:
+    print(f"morello-asp: {kind}: {one_line(text)}", file=sys.stderr, flush=True)
+
+
+def _raise_on_sigterm(signum, frame):
+    raise Interrupted(signum)
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so the flush at exit is quiet."""
     try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError):
+        pass
+
+
+def main(argv=None) -> int:
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:  # SIGTERM stops a command as Ctrl-C does
+        try:
+            signal.signal(signal.SIGTERM, _raise_on_sigterm)
+        except ValueError:  # not the main thread
+            pass
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv  # accepted anywhere on the line
+    argv = [a for a in argv if a != "--debug"]
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
         return args.func(args) or 0
+    except SystemExit as e:  # --help, --version
+        return e.code if isinstance(e.code, int) else 0
+    except UsageError as e:
+        say("error", e)
+        return EXIT_INPUT
     except RefutedError as e:  # a check ran and failed: exit 1, as a refuted proof does
-        print(f"morello-asp: error: {e}", file=sys.stderr)
-        return 1
+        _trace(debug)
+        say("error", e)
+        return EXIT_REFUTED
     except MorelloError as e:
-        print(f"morello-asp: error: {e}", file=sys.stderr)
-        return 2
+        _trace(debug)
+        say("error", e)
+        return EXIT_INPUT
     except KeyboardInterrupt:
+        _trace(debug)
         print("morello-asp: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_PIPE
+    except Exception as e:  # a bug: one line, the traceback with --debug
+        _trace(debug)
+        say("internal error", f"{type(e).__name__}: {e} (a bug in morello-asp; rerun with --debug for the traceback "
+                              "and please report it)")
+        return EXIT_INTERNAL
+
+
+def _trace(debug: bool) -> None:
+    if debug:
+        traceback.print_exc()
 
 
 if __name__ == "__main__":

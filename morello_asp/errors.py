@@ -44,3 +44,26 @@ class CodegenError(MorelloError):
 
 class CompileError(CodegenError):
     """gcc rejected the generated C; the message carries the compiler's output."""
+
+
+class InputError(MorelloError):
+    """Bad user input outside the spec language: a missing or unreadable file, an option
+    or environment variable out of range. The message names the input."""
+
+
+class SpecTypeError(InputError, TypeError):
+    """A value of the wrong type where spec text (or a spec) was expected."""
+
+
+class MemoError(MorelloError):
+    """A memo table file that is not ours (another SQLite file, garbage, truncated, a
+    directory) or cannot be read or written; the file is refused untouched."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """A search stopped by SIGINT (Ctrl-C) or SIGTERM at a safe point: what it decided
+    so far is kept. A KeyboardInterrupt, so code that handles Ctrl-C handles this too."""
+
+    def __init__(self, signum: int = 2):
+        super().__init__(signum)
+        self.signum = signum

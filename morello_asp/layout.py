@@ -15,6 +15,9 @@ from math import prod
 from .expr import Const, Expr, Var, floordiv, lift, mod
 
 
+MAX_INT32 = 2**31 - 1  # pack sizes reach the logic files, whose integers are 32-bit
+
+
 class LayoutError(ValueError):
     """A layout that cannot describe a tensor of the given shape, or bad layout text."""
 
@@ -76,13 +79,18 @@ class Layout:
         pdims = []
         for part in m.group(1).split(","):
             part = part.strip()
-            pm = re.fullmatch(r"(\d+)(?:\s+(p|oe)\((\d+)\))?", part)
+            pm = re.fullmatch(r"([0-9]+)(?:\s+(p|oe)\(([0-9]+)\))?", part)  # ASCII digits only
             if not pm:
                 raise LayoutError(f"bad physical dimension {part!r} in layout {text!r}")
             d = int(pm.group(1))
+            if d > MAX_INT32:
+                raise LayoutError(f"layout {text!r} names dimension {d}")
             if pm.group(2):
                 kind = "pack" if pm.group(2) == "p" else "oe"
-                pdims.append(PhysDim(d, kind, int(pm.group(3))))
+                size = int(pm.group(3))
+                if not 1 <= size <= MAX_INT32:
+                    raise LayoutError(f"layout {text!r}: a pack size must be from 1 to {MAX_INT32}, got {size}")
+                pdims.append(PhysDim(d, kind, size))
             else:
                 pdims.append(PhysDim(d))
         lay = Layout(tuple(pdims))

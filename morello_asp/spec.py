@@ -7,7 +7,7 @@ from math import prod
 from typing import TYPE_CHECKING
 
 from .dtypes import Dtype
-from .errors import SpecError, SpecSyntaxError
+from .errors import SpecError, SpecSyntaxError, SpecTypeError
 from .kinds import KINDS, kind as get_kind
 from .layout import Layout, LayoutError
 from .schedulable import Schedulable

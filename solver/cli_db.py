@@ -8,7 +8,10 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from morello_asp.errors import MorelloError
+from morello_asp.cli_args import int_range, output_file
+from morello_asp.errors import InputError, MemoError, MorelloError
+
+from .memo_db import SCHEMA_VERSION, _damaged, connect
 
 
 def _volume(lo, hi) -> int:
@@ -33,26 +36,51 @@ def _lattice_volume(lo, hi, nlimits) -> int:
     return v
 
 
-def _connect(path: str) -> sqlite3.Connection:
-    if not Path(path).exists():
-        raise MorelloError(f"no memo table at {path}")
-    con = sqlite3.connect(path, timeout=60)
-    con.execute("PRAGMA busy_timeout=60000")
+IDENTITY = ("schema", "target", "levels", "logic")  # what a table was built by and for
+
+
+def _connect(path: str, create: bool = False) -> sqlite3.Connection:
+    """A memo table file, refused untouched if it is not one (memo_db.connect)."""
+    con = connect(path, create)
+    try:
+        meta = dict(con.execute("SELECT k, v FROM meta")) if {"meta"} <= _names(con) else {}
+    except sqlite3.DatabaseError as e:
+        con.close()
+        raise _damaged(Path(path), e) from None
+    if meta and meta.get("schema") != SCHEMA_VERSION:
+        con.close()
+        raise MemoError(f"memo table {path} has schema {meta.get('schema')!r}; this version reads {SCHEMA_VERSION!r}")
     return con
+
+
+def _names(con) -> set[str]:
+    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _rows(path: str, con: sqlite3.Connection, sql: str):
+    """The rows of a query, a damaged file reported as a MemoError naming it."""
+    try:
+        yield from con.execute(sql)
+    except sqlite3.DatabaseError as e:
+        raise _damaged(Path(path), e) from None
 
 
 def stats(path: str) -> dict:
     """Specs covered = points inside the boxes (limit vectors count one by one)."""
     con = _connect(path)
-    meta = dict(con.execute("SELECT k, v FROM meta"))
+    meta = dict(_rows(path, con, "SELECT k, v FROM meta"))
     per = defaultdict(lambda: [0, 0, 0])
-    for key, lo, hi in con.execute("SELECT key, lo, hi FROM decisions"):
-        k = json.loads(key)
-        lo, hi = json.loads(lo), json.loads(hi)
-        p = per[(k["kind"], meta.get("target"))]
-        p[0] += 1
-        p[1] += _lattice_volume(lo, hi, k["nlimits"])
-        p[2] += _volume(lo, hi)
+    try:
+        for key, lo, hi in _rows(path, con, "SELECT key, lo, hi FROM decisions"):
+            k = json.loads(key)
+            lo, hi = json.loads(lo), json.loads(hi)
+            p = per[(k["kind"], meta.get("target"))]
+            p[0] += 1
+            p[1] += _lattice_volume(lo, hi, k["nlimits"])
+            p[2] += _volume(lo, hi)
+    except (ValueError, KeyError, TypeError) as e:
+        raise MemoError(f"memo table {path} has a row this version cannot read ({type(e).__name__}: {e})") from None
+    classes = next(_rows(path, con, "SELECT count(*) FROM expansions"))[0] if "expansions" in _names(con) else 0
     con.close()
     size = sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
     rects = sum(v[0] for v in per.values())
@@ -60,46 +88,105 @@ def stats(path: str) -> dict:
     return {"rectangles": rects, "specs_covered": covered,
             "values_per_rectangle": round(covered / rects, 1) if rects else 0.0,
             "integer_limit_vectors_covered": sum(v[2] for v in per.values()), "bytes": size,
+            "expanded_spec_classes": classes,
             "per_kind": {f"{k} ({t})": {"rectangles": r, "specs_covered": c} for (k, t), (r, c, _) in per.items()}}
 
 
 def export(path: str, out: str) -> int:
+    """The table's decisions as JSON lines (the expansion cache is left out: it is
+    only a cache, and a rerun rebuilds it)."""
     con = _connect(path)
-    n = 0
-    with open(out, "w") as f:
-        f.write(json.dumps({"meta": dict(con.execute("SELECT k, v FROM meta"))}) + "\n")
-        for key, lo, hi, val in con.execute("SELECT key, lo, hi, value FROM decisions ORDER BY seq"):
-            f.write(json.dumps({"key": key, "lo": json.loads(lo), "hi": json.loads(hi), "value": json.loads(val)}) + "\n")
-            n += 1
+    meta = dict(_rows(path, con, "SELECT k, v FROM meta"))
+    rows = list(_rows(path, con, "SELECT key, lo, hi, value FROM decisions ORDER BY seq"))
     con.close()
-    return n
+    try:
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"meta": {k: meta.get(k) for k in IDENTITY}}) + "\n")
+            for key, lo, hi, val in rows:
+                f.write(json.dumps({"key": key, "lo": json.loads(lo), "hi": json.loads(hi), "value": json.loads(val)}) + "\n")
+    except OSError as e:
+        raise InputError(f"cannot write {out}: {e.strerror}") from None
+    except ValueError as e:
+        raise MemoError(f"memo table {path} has a row this version cannot read ({e})") from None
+    return len(rows)
+
+
+def _read_jsonl(src: str) -> tuple[dict, list[tuple]]:
+    """(meta, rows) of an exported table, every line checked before anything is written."""
+    from .memo_db import decode_decision
+
+    p = Path(src)
+    if p.is_dir():
+        raise InputError(f"{src} is a directory, not a JSON lines file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"no file {src}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{src} is not UTF-8 text (not a table exported by `morello-asp db export`)") from None
+    except OSError as e:
+        raise InputError(f"cannot read {src}: {e.strerror}") from None
+    lines = text.splitlines()
+    if not lines:
+        raise InputError(f"{src} is empty (expected the JSON lines written by `morello-asp db export`)")
+
+    def bad(i, why):
+        return InputError(f"{src} line {i}: {why} (expected the JSON lines written by `morello-asp db export`)")
+
+    try:
+        head = json.loads(lines[0])
+    except ValueError as e:
+        raise bad(1, f"not JSON ({e})") from None
+    meta = head.get("meta") if isinstance(head, dict) else None
+    if not isinstance(meta, dict) or not all(isinstance(meta.get(k), str) for k in IDENTITY):
+        raise bad(1, f"the first line must be {{\"meta\": {{...}}}} with {', '.join(IDENTITY)}")
+    if meta["schema"] != SCHEMA_VERSION:
+        raise bad(1, f"schema {meta['schema']!r}; this version reads {SCHEMA_VERSION!r}")
+    rows = []
+    for i, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        try:
+            o = json.loads(line)
+            key, lo, hi, value = o["key"], o["lo"], o["hi"], o["value"]
+            k = json.loads(key)
+            ok = (isinstance(k, dict) and isinstance(k.get("nlimits"), int) and isinstance(lo, list)
+                  and isinstance(hi, list) and len(lo) == len(hi) > k["nlimits"]
+                  and all(type(x) is int and type(y) is int and x <= y for x, y in zip(lo, hi)))
+            if not ok:
+                raise ValueError("a box needs a key with nlimits and integer corners lo <= hi of equal length")
+            val = json.dumps(value, separators=(",", ":"), sort_keys=True)
+            decode_decision(val, key, lo)  # the row must mean something
+        except Exception as e:  # noqa: BLE001 - any failure is the line's fault
+            raise bad(i, f"{type(e).__name__}: {e}") from None
+        rows.append((key, json.dumps(lo), json.dumps(hi), val))
+    return {k: meta[k] for k in IDENTITY}, rows
 
 
 def import_(path: str, src: str) -> int:
     """Appends rows in file order (which keeps first-inserted priority); meta must match
-    an existing table's, or initializes a new file."""
-    lines = Path(src).read_text().splitlines()
-    meta = json.loads(lines[0])["meta"]
-    con = sqlite3.connect(path, timeout=60, isolation_level=None)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("BEGIN IMMEDIATE")
-    con.execute("CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT)")
-    con.execute("CREATE TABLE IF NOT EXISTS decisions(seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT, lo TEXT, hi TEXT, value TEXT)")
-    have = dict(con.execute("SELECT k, v FROM meta"))
-    if have and have != meta:
-        con.execute("ROLLBACK")
-        raise MorelloError(f"{src} was exported from a table with {meta}, but {path} has {have}")
-    if not have:
-        con.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
-    n = 0
-    for line in lines[1:]:
-        o = json.loads(line)
-        con.execute("INSERT INTO decisions(key, lo, hi, value) VALUES (?, ?, ?, ?)",
-                    (o["key"], json.dumps(o["lo"]), json.dumps(o["hi"]), json.dumps(o["value"], separators=(",", ":"), sort_keys=True)))
-        n += 1
-    con.execute("COMMIT")
-    con.close()
-    return n
+    an existing table's, or initializes a new file. Nothing is written unless every
+    line of `src` reads."""
+    meta, rows = _read_jsonl(src)
+    con = _connect(path, create=True)
+    try:
+        have = dict(con.execute("SELECT k, v FROM meta")) if "meta" in _names(con) else {}
+        mine = {k: have.get(k) for k in IDENTITY}
+        if have and mine != meta:
+            raise MemoError(f"{src} was exported from a table with {meta}, but {path} has {mine}")
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("BEGIN IMMEDIATE")
+        con.execute("CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT)")
+        con.execute("CREATE TABLE IF NOT EXISTS decisions(seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT, lo TEXT, hi TEXT, value TEXT)")
+        if not have:
+            con.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
+        con.executemany("INSERT INTO decisions(key, lo, hi, value) VALUES (?, ?, ?, ?)", rows)
+        con.execute("COMMIT")
+    except sqlite3.DatabaseError as e:
+        raise MemoError(f"memo table {path}: {e}") from None
+    finally:
+        con.close()
+    return len(rows)
 
 
 def compact(path: str) -> tuple[int, int]:
@@ -107,14 +194,18 @@ def compact(path: str) -> tuple[int, int]:
     from .memo import RectMemo
     from .memo_db import decode_decision, encode_decision
 
-    con = sqlite3.connect(path, timeout=60, isolation_level=None)
-    con.execute("PRAGMA busy_timeout=60000")
-    meta = dict(con.execute("SELECT k, v FROM meta"))
+    con = _connect(path)
+    meta = dict(_rows(path, con, "SELECT k, v FROM meta"))
     m = RectMemo(tuple(meta["levels"].split(",")))
-    rows = list(con.execute("SELECT key, lo, hi, value FROM decisions ORDER BY seq"))
-    for key, lo, hi, val in rows:
-        lo, hi = tuple(json.loads(lo)), tuple(json.loads(hi))
-        m._insert_box(key, lo, hi, decode_decision(val, key, list(lo)))
+    rows = list(_rows(path, con, "SELECT key, lo, hi, value FROM decisions ORDER BY seq"))
+    try:
+        for key, lo, hi, val in rows:
+            lo, hi = tuple(json.loads(lo)), tuple(json.loads(hi))
+            m._insert_box(key, lo, hi, decode_decision(val, key, list(lo)))
+    except (ValueError, KeyError, TypeError, IndexError, MorelloError) as e:
+        con.close()
+        raise MemoError(f"memo table {path} has a row this version cannot read ({type(e).__name__}: {e}); "
+                        "not compacting it") from None
     con.execute("BEGIN IMMEDIATE")
     con.execute("DELETE FROM decisions")
     for key, seq, lo, hi, d in sorted(m.boxes(), key=lambda b: b[1]):
@@ -134,11 +225,12 @@ def verify(path: str, rules=(), limit: int | None = None, quiet: bool = False) -
 
     con = _connect(path)
     try:
-        meta = dict(con.execute("SELECT k, v FROM meta"))
-    except sqlite3.DatabaseError as e:
-        raise MorelloError(f"{path} is not a memo table ({e})") from None
+        meta = dict(_rows(path, con, "SELECT k, v FROM meta"))
     finally:
         con.close()
+    from morello_asp.cli_args import check_rules
+
+    check_rules(meta.get("target", "avx2"), rules)
     engine = get_engine(meta.get("target", "avx2"), tuple(str(r) for r in rules))
     try:
         memo = open_memo(Path(path), engine)
@@ -166,22 +258,22 @@ def register(sub) -> None:
     p = sub.add_parser("db", help="inspect and maintain memo tables")
     dsub = p.add_subparsers(dest="db_cmd", required=True)
     s = dsub.add_parser("stats", help="specs covered, rectangles, values per rectangle, bytes")
-    s.add_argument("file")
+    s.add_argument("file", metavar="FILE")
     s.set_defaults(func=lambda a: print(json.dumps(stats(a.file), indent=2)) or 0)
     c = dsub.add_parser("compact", help="re-merge the rectangles")
-    c.add_argument("file")
+    c.add_argument("file", metavar="FILE")
     c.set_defaults(func=lambda a: print("%d rectangles -> %d" % compact(a.file)) or 0)
     e = dsub.add_parser("export", help="write the table as JSON lines")
-    e.add_argument("file")
-    e.add_argument("out")
+    e.add_argument("file", metavar="FILE")
+    e.add_argument("out", metavar="OUT.jsonl", type=output_file())
     e.set_defaults(func=lambda a: print(f"{export(a.file, a.out)} rectangles written") or 0)
     i = dsub.add_parser("import", help="append JSON lines into a table")
-    i.add_argument("file")
-    i.add_argument("src")
+    i.add_argument("file", metavar="FILE")
+    i.add_argument("src", metavar="IN.jsonl")
     i.set_defaults(func=lambda a: print(f"{import_(a.file, a.src)} rectangles read") or 0)
     v = dsub.add_parser("verify", help="prove every rectangle's decision legal for every spec it holds (z3)")
     v.add_argument("file")
-    v.add_argument("--limit", type=int, help="only the first N rectangles")
+    v.add_argument("--limit", type=int_range(1, what="a number of rectangles"), metavar="N", help="only the first N rectangles")
     v.add_argument("--rules", action="append", default=[], metavar="FILE.lp|NAME", help="the extra rule files or rule sets the table was built with")
     v.add_argument("-q", "--quiet", action="store_true", help="no progress line, no list of unknowns")
     v.set_defaults(func=lambda a: verify(a.file, a.rules, a.limit, a.quiet))

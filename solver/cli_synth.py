@@ -5,7 +5,8 @@ import sys
 import time
 from pathlib import Path
 
-from morello_asp.errors import MorelloError
+from morello_asp.cli_args import check_logic_inputs, int_range, output_file
+from morello_asp.errors import MemoError, MorelloError
 
 
 def _search(args, progress: bool):
@@ -18,7 +19,23 @@ def _search(args, progress: bool):
 def _spec(args):
     from morello_asp.spec import parse_spec
 
+    check_logic_inputs(args)
     return parse_spec(args.spec, args.target)
+
+
+def _interrupted(search, args) -> int:
+    """After Ctrl-C or SIGTERM: the search has committed what it knew and stopped its
+    workers; say what was kept."""
+    n = search.stats.solved
+    if args.db:
+        classes = getattr(search.memo, "expansions_saved", 0)
+        more = f" and {classes} expanded spec classes" if classes else ""
+        print(f"morello-asp: interrupted; {n} decisions kept in {args.db}{more}; run the same command to resume",
+              file=sys.stderr)
+    else:
+        print(f"morello-asp: interrupted; {n} decisions found, none kept (with --db FILE they are kept and a rerun "
+              "resumes)", file=sys.stderr)
+    return 130
 
 
 def _emit(imp, args):
@@ -78,6 +95,9 @@ def _synth(args):
     t0 = time.perf_counter()
     try:
         imp = search.build(spec) if partial is None else search.complete(partial)
+    except KeyboardInterrupt:
+        search.progress.done()
+        return _interrupted(search, args)
     finally:
         search.memo.flush()
         search.progress.done()
@@ -102,8 +122,10 @@ def _synth(args):
 def _query(args):
     if not args.db:
         raise MorelloError("query needs --db: it answers only from a memo table, without searching")
+    if Path(args.db).is_dir():
+        raise MemoError(f"memo table {args.db} is a directory, not a file")
     if not Path(args.db).is_file():
-        raise MorelloError(f"no memo table at {args.db}: run `morello-asp synth SPEC --db {args.db}` first")
+        raise MemoError(f"no memo table at {args.db}: run `morello-asp synth SPEC --db {args.db}` first")
     spec = _spec(args)
     search = _search(args, False)
     d = search.memo.get(spec)
@@ -138,15 +160,15 @@ def register(sub):
         p.add_argument("spec", help='a spec, e.g. "Matmul(64x64x64, f32)" or the full paper syntax')
         p.add_argument("--target", default="avx2", help="target name or path to a target .lp file")
         p.add_argument("--rules", action="append", metavar="FILE.lp|NAME", help="extra logic file, or an optional rule set of encodings/options/ by name, e.g. l1_ways (repeatable)")
-        p.add_argument("--db", help="memo table file to reuse and grow")
+        p.add_argument("--db", metavar="FILE", help="memo table file to reuse and grow")
 
     p = sub.add_parser("synth", help="synthesize the optimal program for a spec")
     common(p)
     p.add_argument("--emit", choices=["listing", "c", "json"], default="listing")
-    p.add_argument("--out", help="save the program as JSON (for run, bench, verify)")
+    p.add_argument("--out", type=output_file(), metavar="FILE", help="save the program as JSON (for run, bench, verify)")
     p.add_argument("--run", action="store_true", help="compile, run on random inputs, check against numpy")
     p.add_argument("--bench", action="store_true", help="also time it beside numpy")
-    p.add_argument("--numpy-threads", type=int, default=1, metavar="N",
+    p.add_argument("--numpy-threads", type=int_range(0, 1024, "a number of threads"), default=1, metavar="N",
                    help="OpenBLAS threads for the numpy timing of --bench (default 1, as ours is serial; 0: all)")
     p.add_argument("--verify", action="store_true", help="prove the program legal with z3")
     p.add_argument("--guide", metavar="NAME", help="schedule the outer loops by a named guide (blis: packing, "
@@ -157,7 +179,7 @@ def register(sub):
     p = sub.add_parser("query", help="print the optimal program already in a memo table (no search)")
     common(p)
     p.add_argument("--emit", choices=["listing", "c", "json"], default="listing")
-    p.add_argument("--out")
+    p.add_argument("--out", type=output_file(), metavar="FILE")
     p.set_defaults(func=_query)
 
     p = sub.add_parser("explain", help="every applicable rewrite of a spec, its sub-specs and optimal cost")

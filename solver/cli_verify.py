@@ -1,7 +1,8 @@
 """`morello-asp verify`: z3 proofs for a saved program or for one layout."""
 from __future__ import annotations
 
-from morello_asp.errors import MorelloError
+from morello_asp.cli_args import shape
+from morello_asp.errors import InputError, MorelloError
 
 
 def _verify(args):
@@ -10,13 +11,12 @@ def _verify(args):
 
     if args.layout:
         if not args.shape:
-            raise MorelloError("--layout needs --shape, e.g. --shape 6x8")
-        shape = tuple(int(x) for x in args.shape.replace("×", "x").split("x"))
+            raise InputError("--layout needs --shape, e.g. --shape 6x8")
         try:
-            lay = Layout.parse(args.layout, len(shape), validate=False)
+            lay = Layout.parse(args.layout, len(args.shape), validate=False)
         except LayoutError as e:
-            raise MorelloError(str(e)) from None
-        ob = prove_layout(lay, shape)
+            raise InputError(f"--layout: {e}") from None
+        ob = prove_layout(lay, args.shape)
         print(ob)
         return 0 if ob.status == "proved" else 1
     if not args.program:
@@ -36,7 +36,7 @@ def register(sub):
     p = sub.add_parser("verify", help="prove a saved program (or a layout) legal with z3")
     p.add_argument("program", nargs="?", help="program JSON saved by synth --out or morello_asp.serialize.save")
     p.add_argument("--layout", help='a layout to check, e.g. "[1, 0, 1 p(4)]"')
-    p.add_argument("--shape", help="tensor shape for --layout, e.g. 6x8")
+    p.add_argument("--shape", type=shape, help="tensor shape for --layout, e.g. 6x8")
     p.add_argument("--rules", action="append", metavar="FILE.lp|NAME",
                    help="extra logic file the program's kernels come from, besides those it was saved with")
     p.add_argument("--all", action="store_true", help="list every obligation, not only failures")

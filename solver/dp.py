@@ -4,11 +4,19 @@ it leaves. The cost model is affine in the children's costs, so this is exact.
 
 Sub-specs are expanded in batches: before recursing into a spec's children, every
 child not yet known to the memo or the engine's cache is sent to clingo in one call.
+
+Nothing is lost when a search stops early. Decisions are committed to a persistent memo
+table as they are made, and during the expansion phase (breadth first, most of a cold
+search's time) each batch's expansions are committed too, so a rerun grounds only what
+was not grounded yet. SIGINT and SIGTERM stop a search at a safe point
+(solver/interrupt.py): `Interrupted` is raised after what is known is committed and the
+clingo workers are stopped.
 """
 from __future__ import annotations
 
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from morello_asp.cost import node_cost, node_peak
@@ -17,6 +25,7 @@ from morello_asp.ir import Impl, SpecHole
 from morello_asp.schedule import node_from_expansion
 from morello_asp.spec import Spec
 
+from . import clingo_run, interrupt
 from .engine import Engine, Expansion
 from .memo import Decision, DictMemo, MemoTable
 
@@ -25,6 +34,9 @@ from .memo import Decision, DictMemo, MemoTable
 class SearchStats:
     solved: int = 0
     memo_hits: int = 0
+    expanded: int = 0  # specs whose expansions the expansion phase asked for
+    from_table: int = 0  # spec classes whose expansions came from the memo table's cache
+    phase: str = "solving"
     started: float = field(default_factory=time.perf_counter)
 
     @property
@@ -39,6 +51,7 @@ class Progress:
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty() if enabled is None else enabled
         self._last = 0.0
+        self._drawn = False
 
     def update(self, stats: SearchStats, engine: Engine, force: bool = False):
         if not self.enabled:
@@ -47,18 +60,27 @@ class Progress:
         if not force and now - self._last < 0.2:
             return
         self._last = now
-        rate = stats.solved / max(stats.elapsed, 1e-9)
-        share = engine.stats.seconds / max(stats.elapsed, 1e-9)
-        self.stream.write(
-            f"\rsynthesizing: {stats.solved} specs solved, {rate:,.0f}/s, {stats.memo_hits} memo hits, "
-            f"clingo {share:.0%} of time  "
-        )
+        self.stream.write("\r" + self.line(stats, engine) + "\033[K")
         self.stream.flush()
+        self._drawn = True
+
+    @staticmethod
+    def line(stats: SearchStats, engine: Engine) -> str:
+        elapsed = max(stats.elapsed, 1e-9)
+        if stats.phase == "expanding":
+            table = f", {stats.from_table:,} from the table" if stats.from_table else ""
+            return (f"expanding: {stats.expanded:,} specs, {engine.stats.specs:,} classes grounded{table}, "
+                    f"{elapsed:.0f} s")
+        rate = stats.solved / elapsed
+        share = engine.stats.seconds / elapsed
+        return (f"solving: {stats.solved:,} specs solved, {rate:,.0f}/s, {stats.memo_hits:,} memo hits, "
+                f"clingo {share:.0%} of time, {elapsed:.0f} s")
 
     def done(self):
-        if self.enabled:
+        if self.enabled and self._drawn:
             self.stream.write("\n")
             self.stream.flush()
+        self._drawn = False
 
 
 class Search:
@@ -70,31 +92,77 @@ class Search:
         self.progress = progress or Progress(enabled=False)
         self._active: set[Spec] = set()
 
+    # ------------------------------------------------------------ interruption
+    @contextmanager
+    def _stoppable(self):
+        """Around a public entry point: SIGINT/SIGTERM stop the search at a safe point;
+        then what is known is committed and the clingo workers are stopped."""
+        with interrupt.handling():
+            try:
+                yield
+            except KeyboardInterrupt:
+                try:
+                    self.memo.flush()
+                finally:
+                    clingo_run.shutdown()
+                raise
+
     # ------------------------------------------------------------------ optimal costs
     def prefetch(self, *roots: Spec, batch: int = 4000) -> None:
         """Expand every spec reachable from the roots that the memo cannot answer, breadth
-        first, many specs per clingo call (one call per spec is dominated by overhead)."""
+        first, many specs per clingo call (one call per spec is dominated by overhead).
+        With a memo table that keeps expansions (SqliteMemo), classes it holds are read
+        from it instead of grounded, and each batch's new ones are committed to it."""
+        with self._stoppable():
+            self._prefetch(roots, batch)
+
+    def _prefetch(self, roots, batch: int) -> None:
+        load = getattr(self.memo, "load_expansions", None)
+        save = getattr(self.memo, "save_expansions", None)
+        # The engine's per-class cache (spec without limits -> expansions), which the
+        # table's cache fills and is filled from.
+        classes = getattr(self.engine, "_class_cache", None)
+        if classes is None:
+            load = save = None
         seen = set(roots)
         frontier = [r for r in dict.fromkeys(roots) if self.memo.get(r) is None]
-        while frontier:
-            nxt: list[Spec] = []
-            for i in range(0, len(frontier), batch):
-                chunk = frontier[i : i + batch]
-                for exps in self.engine.expand_many(chunk):
-                    for e in exps:
-                        for c in e.children:
-                            if c not in seen:
-                                seen.add(c)
-                                if self.memo.get(c) is None:
-                                    nxt.append(c)
-                self.progress.update(self.stats, self.engine)
-            frontier = nxt
+        self.stats.phase = "expanding"
+        try:
+            while frontier:
+                nxt: list[Spec] = []
+                for i in range(0, len(frontier), batch):
+                    interrupt.check()
+                    chunk = frontier[i : i + batch]
+                    new: list[Spec] = []
+                    if load is not None:
+                        todo = list(dict.fromkeys(s.without_limits for s in chunk if s.without_limits not in classes))
+                        if todo:
+                            got = load(todo)
+                            classes.update(got)
+                            self.stats.from_table += len(got)
+                            new = [c for c in todo if c not in got]
+                    for exps in self.engine.expand_many(chunk):
+                        for e in exps:
+                            for c in e.children:
+                                if c not in seen:
+                                    seen.add(c)
+                                    if self.memo.get(c) is None:
+                                        nxt.append(c)
+                    self.stats.expanded += len(chunk)
+                    if save is not None and new:
+                        save({c: classes[c] for c in new if c in classes})
+                        self.memo.flush()
+                    self.progress.update(self.stats, self.engine)
+                frontier = nxt
+        finally:
+            self.stats.phase = "solving"
 
     def solve(self, spec: Spec) -> Decision:
         d = self.memo.get(spec)
         if d is not None:
             self.stats.memo_hits += 1
             return d
+        interrupt.check()  # a safe point: nothing half-done
         if spec in self._active:  # a rule set that loops back to an open spec
             return Decision(None, 0, (), 0)
         self._active.add(spec)
@@ -139,7 +207,11 @@ class Search:
     # -------------------------------------------------------------- program rebuild
     def build(self, spec: Spec) -> Impl:
         """The optimal program, rebuilt from stored decisions."""
-        self.prefetch(spec)
+        with self._stoppable():
+            return self._build(spec)
+
+    def _build(self, spec: Spec) -> Impl:
+        self._prefetch((spec,), 4000)
         d = self.solve(spec)
         if not d.feasible:
             raise NoImplementationError(
@@ -147,22 +219,24 @@ class Search:
             )
         for e in self.engine.expand(spec):
             if e.action == d.action:
-                return node_from_expansion(spec, e, [self.build(c) for c in e.children])
+                return node_from_expansion(spec, e, [self._build(c) for c in e.children])
         raise NoImplementationError(f"stored decision {d.action} no longer applies to {spec} (rules changed?)")
 
     def build_many(self, specs: list[Spec]) -> list[Impl]:
         """Optimal programs for several specs; their sub-specs are expanded together."""
-        self.prefetch(*specs)
-        return [self.build(s) for s in specs]
+        with self._stoppable():
+            self._prefetch(specs, 4000)
+            return [self._build(s) for s in specs]
 
     def complete(self, impl: Impl) -> Impl:
         """Fill every open spec of a partial program with its optimal implementation."""
-        self.prefetch(*(h.spec for _, h in impl.holes()))
-        return self._fill(impl)
+        with self._stoppable():
+            self._prefetch(tuple(h.spec for _, h in impl.holes()), 4000)
+            return self._fill(impl)
 
     def _fill(self, impl: Impl) -> Impl:
         if isinstance(impl, SpecHole):
-            return self.build(impl.spec)
+            return self._build(impl.spec)
         kids = impl.children
         if not kids:
             return impl

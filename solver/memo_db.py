@@ -7,19 +7,24 @@ hash of the logic files; a mismatch is refused rather than silently reused."""
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import json
 import sqlite3
 import time
+import zlib
 from fractions import Fraction
 from pathlib import Path
 
-from morello_asp.errors import MorelloError
+from morello_asp.errors import MemoError, MorelloError
 
 from .coords import from_coords
 from .memo import Decision, RectMemo
 
 SCHEMA_VERSION = "2"  # 2: box costs per unit of volume
+EXPANSIONS_VERSION = "1"  # format of the expansion cache; another value empties it
+OUR_TABLES = {"meta", "decisions", "ekeys", "expansions", "sqlite_sequence"}
+_SQLITE_MAGIC = b"SQLite format 3\0"
 
 
 def logic_hash(files) -> str:
@@ -46,6 +51,78 @@ def decode_decision(text: str, key: str, lo) -> Decision:
     return Decision(a, Fraction(o["c"]), tuple(o["p"]), o["d"])
 
 
+def _tables(con: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _damaged(path: Path, e: BaseException) -> MemoError:
+    return MemoError(f"memo table {path} cannot be read ({e}): the file is damaged or truncated; "
+                     "move it away to start a new table")
+
+
+def _declared_size(head: bytes) -> int:
+    """The database size an SQLite header declares (0 when it does not say)."""
+    if len(head) < 100:
+        return 100
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = int.from_bytes(head[28:32], "big")
+    if head[24:28] != head[92:96]:  # the page count is valid only if these agree
+        return 0
+    return page * pages
+
+
+def connect(path, create: bool = False) -> sqlite3.Connection:
+    """A connection to the memo table file `path`, refusing anything that is not one
+    before writing a byte: a directory, a file that is not SQLite (garbage, truncated
+    header), or an SQLite database with tables of its own. With `create`, a missing file
+    (in an existing directory) becomes a new table."""
+    p = Path(path)
+    if p.is_dir():
+        raise MemoError(f"memo table {p} is a directory; give a file name, e.g. {p / 'morello.db'}")
+    if not p.exists():
+        if not create:
+            raise MemoError(f"no memo table at {p}")
+        if not p.parent.is_dir():
+            raise MemoError(f"cannot create memo table {p}: directory {p.parent} does not exist")
+    else:
+        try:
+            with open(p, "rb") as f:
+                head = f.read(100)
+            size = p.stat().st_size
+        except OSError as e:
+            raise MemoError(f"cannot read memo table {p}: {e.strerror}") from None
+        if head and head[: len(_SQLITE_MAGIC)] != _SQLITE_MAGIC:
+            raise MemoError(f"{p} is not a morello-asp memo table (not an SQLite database); refusing to touch it")
+        if head and (len(head) < 100 or size < _declared_size(head)):
+            raise MemoError(f"memo table {p} is truncated ({size} bytes, its header declares {_declared_size(head)}); "
+                            "move it away to start a new table")
+    try:
+        con = sqlite3.connect(str(p), timeout=60, isolation_level=None)
+        con.execute("PRAGMA busy_timeout=60000")
+        names = _tables(con)
+    except sqlite3.DatabaseError as e:
+        raise _damaged(p, e) from None
+    if names and not ({"meta", "decisions"} <= names and names <= OUR_TABLES):
+        con.close()
+        shown = ", ".join(sorted(names - {"sqlite_sequence"})[:6])
+        raise MemoError(f"{p} is an SQLite database of something else (tables: {shown}), not a morello-asp memo "
+                        "table; refusing to touch it")
+    return con
+
+
+def _sql_errors(fn):
+    """SQLite failures while a table is in use (disk full, read-only, damaged) become a
+    MemoError naming the file."""
+    @functools.wraps(fn)
+    def wrapped(self, *a, **kw):
+        try:
+            return fn(self, *a, **kw)
+        except sqlite3.DatabaseError as e:
+            raise MemoError(f"memo table {self.path}: {e}") from None
+    return wrapped
+
+
 def _retry(fn, tries=50):
     """SQLite reports 'database is locked' past the busy timeout; back off and retry."""
     for i in range(tries):
@@ -59,48 +136,89 @@ def _retry(fn, tries=50):
 
 class SqliteMemo(RectMemo):
     def __init__(self, path: Path, target: str, levels, files_hash: str, batch: int = 200,
-                 refresh_every: float = 1.0):
+                 refresh_every: float = 1.0, target_obj=None):
         super().__init__(levels)
         self.refresh_every = refresh_every
         self.path = Path(path)
         self.batch = batch
+        self.target = target_obj
         self._pending = 0
         self._in_txn = False
-        self.con = sqlite3.connect(str(path), timeout=60, isolation_level=None)
-        self.con.execute("PRAGMA busy_timeout=60000")
-        _retry(lambda: self.con.execute("PRAGMA journal_mode=WAL"))
-        _retry(lambda: self.con.executescript(
-            "BEGIN IMMEDIATE;"
-            "CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT);"
-            "CREATE TABLE IF NOT EXISTS decisions(seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT, lo TEXT, hi TEXT, value TEXT);"
-            "COMMIT;"))
         want = {"schema": SCHEMA_VERSION, "target": target, "levels": ",".join(levels), "logic": files_hash}
-        have = dict(self.con.execute("SELECT k, v FROM meta"))
-        if not have:
-            def init():
-                self.con.execute("BEGIN IMMEDIATE")
-                if not list(self.con.execute("SELECT 1 FROM meta")):
-                    self.con.executemany("INSERT INTO meta VALUES (?, ?)", want.items())
-                self.con.execute("COMMIT")
-            _retry(init)
-            have = dict(self.con.execute("SELECT k, v FROM meta"))
+        self.con = connect(self.path, create=True)
+        try:
+            have = self._init_tables(want)
+        except sqlite3.DatabaseError as e:
+            self.con.close()
+            raise _damaged(self.path, e) from None
         for k, v in want.items():
             if have.get(k) != v:
                 self.con.close()
-                raise MorelloError(
+                raise MemoError(
                     f"memo table {path} was built with {k}={have.get(k)!r} but this run has {k}={v!r}; "
                     "use another file (or delete this one)")
         self._mine: set[int] = set()
         self._seen = 0
         self._refreshed = time.monotonic()
-        for seq, key, lo, hi, val in self.con.execute("SELECT seq, key, lo, hi, value FROM decisions ORDER BY seq"):
-            lo, hi = json.loads(lo), json.loads(hi)
-            self._add_loaded(seq, key, lo, hi, decode_decision(val, key, lo))
-            self._seen = max(self._seen, seq)
+        self._ekeys: dict[str, int] = {}
+        self._ekeys_by_id: dict[int, str] = {}
+        self._kids: dict[tuple, object] = {}  # (key id, point) -> decoded spec class
+        self._actions: dict[tuple, object] = {}  # (action JSON text, ranks) -> Action
+        self._action_json: dict[object, dict] = {}
+        self.expansions_loaded = 0
+        self.expansions_saved = 0
+        try:
+            for seq, key, lo, hi, val in self.con.execute("SELECT seq, key, lo, hi, value FROM decisions ORDER BY seq"):
+                lo, hi = json.loads(lo), json.loads(hi)
+                self._add_loaded(seq, key, lo, hi, decode_decision(val, key, lo))
+                self._seen = max(self._seen, seq)
+            for kid, key in self.con.execute("SELECT id, key FROM ekeys"):
+                self._ekeys[key] = kid
+                self._ekeys_by_id[kid] = key
+        except sqlite3.DatabaseError as e:
+            self.con.close()
+            raise _damaged(self.path, e) from None
+        except (ValueError, KeyError, TypeError, IndexError, MorelloError) as e:
+            self.con.close()
+            raise MemoError(f"memo table {self.path} has a row this version cannot read ({type(e).__name__}: {e}); "
+                            "use another file (or delete this one)") from None
         for g in self._g.values():
             for bs in g.values():
                 bs.sort(key=lambda b: b[0])
         atexit.register(self.close)
+
+    def _init_tables(self, want: dict) -> dict:
+        """Create the tables in a new file; in one of ours, add what a newer version adds
+        (the expansion cache) and empty that cache if its format changed."""
+        _retry(lambda: self.con.execute("PRAGMA journal_mode=WAL"))
+
+        def init():
+            self.con.execute("BEGIN IMMEDIATE")
+            try:
+                self.con.execute("CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT)")
+                self.con.execute("CREATE TABLE IF NOT EXISTS decisions(seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+                                 "key TEXT, lo TEXT, hi TEXT, value TEXT)")
+                self.con.execute("CREATE TABLE IF NOT EXISTS ekeys(id INTEGER PRIMARY KEY, key TEXT UNIQUE)")
+                self.con.execute("CREATE TABLE IF NOT EXISTS expansions(kid INTEGER, point TEXT, value BLOB, "
+                                 "PRIMARY KEY(kid, point)) WITHOUT ROWID")
+                have = dict(self.con.execute("SELECT k, v FROM meta"))
+                if not have:
+                    self.con.executemany("INSERT INTO meta VALUES (?, ?)", want.items())
+                if have.get("expansions") != EXPANSIONS_VERSION:
+                    self.con.execute("DELETE FROM expansions")
+                    self.con.execute("DELETE FROM ekeys")
+                    self.con.execute("INSERT OR REPLACE INTO meta VALUES ('expansions', ?)", (EXPANSIONS_VERSION,))
+                self.con.execute("COMMIT")
+            except BaseException:
+                if self.con.in_transaction:
+                    self.con.execute("ROLLBACK")
+                raise
+
+        have = dict(self.con.execute("SELECT k, v FROM meta")) if _tables(self.con) else {}
+        if have and any(have.get(k) != v for k, v in want.items()):
+            return have  # refused by the caller, untouched
+        _retry(init)
+        return dict(self.con.execute("SELECT k, v FROM meta"))
 
     def get(self, spec):
         d = super().get(spec)
@@ -109,6 +227,7 @@ class SqliteMemo(RectMemo):
                 d = super().get(spec)
         return d
 
+    @_sql_errors
     def refresh(self) -> int:
         """Load rows other processes committed since the last look (a miss triggers
         this at most every `refresh_every` seconds); returns how many were new."""
@@ -125,6 +244,7 @@ class SqliteMemo(RectMemo):
             n += 1
         return n
 
+    @_sql_errors
     def _begin(self):
         if not self._in_txn:
             _retry(lambda: self.con.execute("BEGIN IMMEDIATE"))
@@ -135,6 +255,7 @@ class SqliteMemo(RectMemo):
         if self._pending >= self.batch:
             self.flush()
 
+    @_sql_errors
     def _store_insert(self, key, lo, hi, d) -> int:
         self._begin()
         cur = self.con.execute("INSERT INTO decisions(key, lo, hi, value) VALUES (?, ?, ?, ?)",
@@ -142,18 +263,119 @@ class SqliteMemo(RectMemo):
         self._mine.add(cur.lastrowid)
         return cur.lastrowid
 
+    @_sql_errors
     def _store_update(self, seq, lo, hi) -> None:
         self._begin()
         self.con.execute("UPDATE decisions SET lo = ?, hi = ? WHERE seq = ?", (json.dumps(list(lo)), json.dumps(list(hi)), seq))
 
+    @_sql_errors
     def _store_delete(self, seq) -> None:
         self._begin()
         self.con.execute("DELETE FROM decisions WHERE seq = ?", (seq,))
+
+    # --- the expansion cache ------------------------------------------------------
+    # What the logic files say about each spec class (its rewrites and their sub-spec
+    # classes), saved as a search grounds it: a search that is interrupted (Ctrl-C,
+    # kill -9) during its long expansion phase resumes without grounding again what it
+    # had grounded, and a search of a neighbouring spec reuses the classes they share.
+    # Key strings of the coordinates are numbered in `ekeys`; values are zlib'd JSON.
+    def _key_id(self, key: str, create: bool = False) -> int | None:
+        kid = self._ekeys.get(key)
+        if kid is None:
+            row = self.con.execute("SELECT id FROM ekeys WHERE key = ?", (key,)).fetchone()
+            if row is None and create:
+                self._begin()
+                self.con.execute("INSERT INTO ekeys(key) VALUES (?)", (key,))
+                row = self.con.execute("SELECT id FROM ekeys WHERE key = ?", (key,)).fetchone()
+            if row is not None:
+                kid = self._ekeys[key] = row[0]
+                self._ekeys_by_id[kid] = key
+        return kid
+
+    def _kid(self, kid: int, point: tuple):
+        spec = self._kids.get((kid, point))
+        if spec is None:
+            key = self._ekeys_by_id.get(kid)
+            if key is None:
+                key = self.con.execute("SELECT key FROM ekeys WHERE id = ?", (kid,)).fetchone()[0]
+                self._ekeys_by_id[kid] = key
+            spec = self._kids[(kid, point)] = from_coords(key, point, self.target)
+        return spec
+
+    def _decode_expansions(self, cls, blob: bytes) -> list:
+        from morello_asp.rewrites import Action
+
+        from .engine import Expansion
+
+        ranks = tuple(len(s) for s in cls.operand_shapes)
+        out = []
+        for atext, kids, keys, kc, al in json.loads(zlib.decompress(blob)):
+            action = self._actions.get((atext, ranks))
+            if action is None:
+                action = self._actions[(atext, ranks)] = Action.from_json(json.loads(atext), ranks)
+            children = tuple(self._kid(k, tuple(pt)) for k, pt in kids)
+            out.append(Expansion(action, children, tuple(keys), kc, tuple(al) if al else None))
+        return out
+
+    @_sql_errors
+    def load_expansions(self, classes) -> dict:
+        """The stored expansions of those spec classes (limits dropped) that have some."""
+        from .coords import to_coords
+
+        out = {}
+        for c in classes:
+            key, point = to_coords(c, self.levels)
+            kid = self._key_id(key)
+            if kid is None:
+                continue
+            row = self.con.execute("SELECT value FROM expansions WHERE kid = ? AND point = ?",
+                                   (kid, json.dumps(point))).fetchone()
+            if row is None:
+                continue
+            try:
+                out[c] = self._decode_expansions(c, row[0])
+            except (ValueError, KeyError, TypeError, IndexError, zlib.error, MorelloError):
+                continue  # unreadable: ground it again
+        self.expansions_loaded += len(out)
+        return out
+
+    @_sql_errors
+    def save_expansions(self, items: dict) -> None:
+        """Store spec classes' expansions (committed with the next flush)."""
+        from .coords import to_coords
+
+        rows = []
+        for c, exps in items.items():
+            key, point = to_coords(c, self.levels)
+            enc = []
+            for e in exps:
+                try:
+                    atext = self._action_json.get(e.action)
+                except TypeError:  # an action with unhashable arguments
+                    atext = None
+                if atext is None:
+                    atext = json.dumps(e.action.to_json(), separators=(",", ":"), sort_keys=True)
+                    try:
+                        self._action_json[e.action] = atext
+                    except TypeError:
+                        pass
+                kids = []
+                for ch in e.children:
+                    ck, cp = to_coords(ch, self.levels)
+                    kids.append([self._key_id(ck, create=True), cp])
+                enc.append([atext, kids, list(e.keys), e.kernel_cost, list(e.alloc) if e.alloc else None])
+            rows.append((self._key_id(key, create=True), json.dumps(point),
+                         zlib.compress(json.dumps(enc, separators=(",", ":")).encode(), 1)))
+        if rows:
+            self._begin()
+            self.con.executemany("INSERT OR IGNORE INTO expansions VALUES (?, ?, ?)", rows)
+            self.expansions_saved += len(rows)
 
     def put(self, spec, decision) -> None:
         super().put(spec, decision)
         self._tick()
 
+    @_sql_errors
     def flush(self) -> None:
         if self._in_txn:
             _retry(lambda: self.con.execute("COMMIT"))
@@ -171,4 +393,4 @@ class SqliteMemo(RectMemo):
 def open_memo(path: Path, engine, batch: int = 200) -> SqliteMemo:
     """The persistent table for `engine`'s target and logic files."""
     t = engine.target
-    return SqliteMemo(path, t.name, tuple(t.level_names), logic_hash(engine.files), batch)
+    return SqliteMemo(path, t.name, tuple(t.level_names), logic_hash(engine.files), batch, target_obj=t)

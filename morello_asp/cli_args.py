@@ -1,0 +1,74 @@
+"""Argument types for the `morello-asp` commands: every number, shape and file a user
+types is checked here, at the edge, so a bad one is a one-line usage error naming the
+option instead of a failure deep inside (argparse prefixes "argument --NAME: ")."""
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+INT_MAX = 2**31 - 1  # clingo's integers are 32-bit: no dimension or count beyond this
+
+
+def int_range(lo: int, hi: int | None = None, what: str = "an integer"):
+    """An argparse type: a whole number (ASCII digits) in [lo, hi] (hi: 2^31-1 if None)."""
+    def parse(text: str) -> int:
+        t = text.strip()
+        if not re.fullmatch(r"[+-]?[0-9]+", t):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        v = int(t)
+        if not lo <= v <= (INT_MAX if hi is None else hi):
+            bound = f"at least {lo}" if hi is None else f"from {lo} to {hi}"
+            raise argparse.ArgumentTypeError(f"expected {what} {bound}, got {v}")
+        return v
+    parse.__name__ = what  # argparse names the type in some messages
+    return parse
+
+
+def shape(text: str) -> tuple[int, ...]:
+    """A tensor shape such as 6x8 (or 6×8): positive dimensions, ASCII digits."""
+    t = text.strip().replace("×", "x")
+    parts = t.split("x")
+    if not t or any(not re.fullmatch(r"[0-9]+", p.strip()) for p in parts):
+        raise argparse.ArgumentTypeError(f"expected a shape such as 6x8 (positive whole numbers joined by x), got {text!r}")
+    dims = tuple(int(p) for p in parts)
+    if any(d < 1 for d in dims):
+        raise argparse.ArgumentTypeError(f"dimensions must be positive, got {text!r}")
+    if any(d > INT_MAX for d in dims):
+        raise argparse.ArgumentTypeError(f"dimensions must be at most {INT_MAX} (2^31-1), got {text!r}")
+    return dims
+
+
+def output_file(what: str = "output file"):
+    """An argparse type: a path a file can be written to (its directory exists)."""
+    def parse(text: str) -> str:
+        p = Path(text)
+        if p.is_dir():
+            raise argparse.ArgumentTypeError(f"{text} is a directory; give a file name")
+        if not p.parent.is_dir():
+            raise argparse.ArgumentTypeError(f"cannot write {text}: directory {p.parent} does not exist")
+        return text
+    parse.__name__ = what
+    return parse
+
+
+def check_logic_inputs(args) -> None:
+    """Check a target given by path (`--target FILE.lp`) and the `--rules` files before
+    anything loads them (see check_rules)."""
+    check_rules(getattr(args, "target", None), getattr(args, "rules", None) or ())
+
+
+def check_rules(target, rules) -> None:
+    """A target file and rule files must be readable UTF-8 files that ground in time
+    (solver/logic_files.py); warnings (a constant that matches nothing) go to stderr."""
+    import sys
+
+    from morello_asp.solver.logic_files import check_logic_files
+    from morello_asp.target import ENCODINGS, as_target, rule_file
+
+    if target and Path(str(target)).suffix == ".lp" and Path(str(target)).exists():
+        check_logic_files([str(target)], "target file")
+    if rules:
+        files = [ENCODINGS / "synth.lp", *as_target(target).files, *(rule_file(r) for r in rules)]
+        for w in check_logic_files(files):
+            print(f"morello-asp: warning: {w}", file=sys.stderr)

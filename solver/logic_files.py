@@ -1,0 +1,131 @@
+"""Checks of a user's logic files (`--rules FILE`, a target given by path) before an
+engine loads them: each must be an existing UTF-8 text file, and the whole set must
+ground (with no spec) within the time limit of a clingo call, in a worker process,
+so a rule that grounds for ever is reported naming its file instead of hanging. A
+symbolic constant that occurs in no other logic file but is one letter away from one
+that does (`vrff` for `vrf`) matches nothing and is reported as a warning."""
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from pathlib import Path
+
+from morello_asp.errors import InputError, RuleError
+
+_IDENT = re.compile(r"(?<![A-Za-z0-9_#'\"])([a-z_][A-Za-z0-9_']*)(\s*\()?")
+_COMMENT = re.compile(r"%\*.*?\*%|%[^\n]*", re.S)
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_KEYWORDS = {"not", "from", "import", "include", "const", "show", "defined", "external", "program", "minimize",
+             "maximize", "count", "sum", "sum_plus", "min", "max", "inf", "sup", "true", "false", "base"}
+
+
+def is_shipped(f) -> bool:
+    from morello_asp.target import ENCODINGS
+
+    enc = str(Path(ENCODINGS).resolve())
+    return str(Path(f).resolve()).startswith(enc + os.sep)
+
+
+def read_text(f, what: str = "rule file") -> str:
+    """The text of a user's logic file; InputError naming it unless it is a readable
+    UTF-8 file."""
+    p = Path(f)
+    if p.is_dir():
+        raise InputError(f"{what} {f} is a directory, not a logic file")
+    if not p.exists():
+        raise InputError(f"{what} {f} does not exist")
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise InputError(f"cannot read {what} {f}: {e.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise InputError(f"{what} {f} is not UTF-8 text (byte 0x{data[e.start]:02x} on line {line}); "
+                         "save it as UTF-8") from None
+
+
+def _strip(text: str) -> str:
+    """Comments and strings blanked out, keeping line numbers."""
+    blank = lambda m: re.sub(r"[^\n]", " ", m.group(0))  # noqa: E731
+    return _STRING.sub(blank, _COMMENT.sub(blank, text))
+
+
+def _identifiers(text: str):
+    """(name, is a function or predicate name, line) of every lower-case identifier."""
+    clean = _strip(text)
+    for m in _IDENT.finditer(clean):
+        name = m.group(1)
+        if name in _KEYWORDS:
+            continue
+        yield name, m.group(2) is not None, clean.count("\n", 0, m.start()) + 1
+
+
+def typo_warnings(user_file, user_text: str, other_texts: list[str]) -> list[str]:
+    known: set[str] = set()
+    for t in other_texts:
+        known.update(n for n, _, _ in _identifiers(t))
+    mine = list(_identifiers(user_text))
+    defined = known | {n for n, fn, _ in mine if fn}
+    out, said = [], set()
+    for name, fn, line in mine:
+        if fn or name in defined or name in said:
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+        if close and abs(len(close[0]) - len(name)) <= 2:
+            said.add(name)
+            out.append(f"rule file {user_file} line {line}: constant {name} occurs in no other logic file, so it "
+                       f"matches nothing; did you mean {close[0]}?")
+    return out
+
+
+_INCLUDE = re.compile(r'#include\s+"([^"]+)"\s*\.')
+
+
+def _with_includes(files) -> list[str]:
+    """The texts of `files` and of every file they #include."""
+    out, seen, todo = [], set(), [Path(f) for f in files]
+    while todo:
+        f = todo.pop()
+        key = f.resolve()
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            text = f.read_text(errors="replace")
+        except OSError:
+            continue
+        out.append(text)
+        todo += [f.parent / m for m in _INCLUDE.findall(_COMMENT.sub("", text))]
+    return out
+
+
+def check_logic_files(files, what: str = "rule file") -> list[str]:
+    """Check the user's files among `files` (the engine's whole list: synth.lp, the
+    target's files, rule files); returns warnings. Raises InputError for a file that is
+    not readable UTF-8 text, RuleError if the files do not ground, or do not finish
+    grounding in time."""
+    files = [str(f) for f in files]
+    user = [f for f in files if not is_shipped(f)]
+    if not user:
+        return []
+    texts = {f: read_text(f, what) for f in user}
+    others = _with_includes([f for f in files if f not in texts])
+    warnings = []
+    for f in user:
+        warnings += typo_warnings(f, texts[f], others + [texts[g] for g in user if g != f])
+    from . import clingo_run
+
+    rc, _, errs, errors = clingo_run.parsed_answer(tuple(files), "", 0)
+    if rc not in (10, 30):
+        lines = [ln.strip() for ln in errs.splitlines() if ln.strip()]
+        why = "; ".join(lines[:4]) or f"clingo exit code {rc}"
+        if rc == 20:
+            why = "they have no answer set even without a spec (a constraint always fails)"
+        raise RuleError(f"clingo cannot ground the {what}{'s' if len(user) > 1 else ''} {', '.join(user)}: {why}")
+    if errors:
+        raise RuleError(f"the {what}{'s' if len(user) > 1 else ''} {', '.join(user)} report errors: "
+                        + "; ".join(errors))
+    return warnings
