@@ -144,3 +144,134 @@ def test_readme_worked_example_atoms():
               "action(0,move(0,rf,2,0))", "action(0,move(1,l1,0,0))"]:
         assert a in atoms, a
     assert not any("tile1" in a for a in atoms)
+
+
+# ---- Levels belong to the target: the same rewrites under a target with every level
+# renamed (tests/fixtures/renamed_target: rf -> sreg, vrf -> vreg, l1 -> cache1,
+# gl -> dram). clingo directly, on hand-written facts in avx2's level names.
+
+def _renamed_paths():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    return root / "encodings", root / "tests" / "fixtures" / "renamed_target" / "renamed.lp"
+
+
+RENAME = {"rf": "sreg", "vrf": "vreg", "l1": "cache1", "gl": "dram"}
+
+
+def _rename(text, table=RENAME):
+    import re
+
+    return re.sub(r"(?<![\w\"])(" + "|".join(table) + r")(?![\w])", lambda m: table[m.group(1)], text)
+
+
+def _operand(s, op, level, dims, vs=0, lid=2, contig=None, dt="f32"):
+    """Facts of a row-major operand: `dims` lists (spec dim, size) per logical dim,
+    outermost first; physical dim 0 is the innermost logical dim."""
+    r = len(dims)
+    vol = 1
+    for _, n in dims:
+        vol *= n
+    mcost = {"gl": 20, "l1": 2}.get(level, 0)
+    f = [f"spec_operand({s},{op},{dt},{level},1,{r if contig is None else contig},{vs},{lid}).",
+         f"spec_npdims({s},{op},{r}).", f"spec_opvol({s},{op},{vol}).", f"spec_mcost({s},{op},{mcost})."]
+    f += [f"spec_opdim({s},{op},{j},{d})." for j, (d, _) in enumerate(dims)]
+    stride = 1
+    for p, j in enumerate(reversed(range(r))):
+        f.append(f"spec_pdim({s},{op},{p},{j},dyn,1,{dims[j][1]},{stride}).")
+        stride *= dims[j][1]
+    return f
+
+
+def _matmul(s, kind, shape, levels, vss=(0, 0, 0), serial=True, contig=(None, None, None)):
+    b, m, k, n = shape
+    f = [f"spec({s},{kind}).", f"spec_rank({s},4).", f"spec_output({s},2).", f"spec_reduction({s},2)."]
+    f += [f"spec_dim({s},{d},{x})." for d, x in enumerate(shape)]
+    f += [f"spec_serial({s})."] if serial else []
+    opdims = ([(0, b), (1, m), (2, k)], [(0, b), (2, k), (3, n)], [(0, b), (1, m), (3, n)])
+    for op in range(3):
+        f += _operand(s, op, levels[op], opdims[op], vss[op], contig=contig[op])
+    return f
+
+
+# The catalog's layout ids (ids 0 and 1: the packed B panels of rules/layouts.lp); 2 is
+# row-major rank 3 and 3 row-major rank 2 in the facts below.
+CATALOG = ["layout_id((pd(0,dyn,0),pd(2,dyn,0),pd(1,dyn,0),pd(2,pack,8)),0).",
+           "layout_id((pd(0,dyn,0),pd(2,dyn,0),pd(1,dyn,0),pd(2,pack,16)),1)."]
+RENAMED_SPECS = (
+    # 0: the README's worked example (moves into every level, alloc/4)
+    _matmul(0, "matmul_accum", (1, 1, 1, 8), ("l1", "l1", "vrf"), (0, 0, 8))
+    # 1: a Matmul in global memory, not serial (tiles, parallel tiles, to_accum, moves)
+    + _matmul(1, "matmul", (1, 4, 4, 8), ("gl", "gl", "gl"), serial=False)
+    # 2: a vector load L1 -> VRF (vector_assign); 3: a Zero in VRF (vector_zero)
+    + ["spec(2,move).", "spec_rank(2,2).", "spec_dim(2,0,1).", "spec_dim(2,1,8).", "spec_serial(2).",
+       "spec_output(2,1)."]
+    + _operand(2, 0, "l1", [(0, 1), (1, 8)], lid=3) + _operand(2, 1, "vrf", [(0, 1), (1, 8)], vs=8, lid=3)
+    + ["spec(3,zero).", "spec_rank(3,2).", "spec_dim(3,0,1).", "spec_dim(3,1,8).", "spec_serial(3).",
+       "spec_output(3,0)."]
+    + _operand(3, 0, "vrf", [(0, 1), (1, 8)], vs=8, lid=3)
+    # 4: a scalar MatmulAccum in RF and L1 (mult_add)
+    + _matmul(4, "matmul_accum", (1, 1, 1, 1), ("rf", "l1", "rf"))
+    # 5: a strided 16-row lhs in GL (options/l1_ways forbids caching it in L1)
+    + _matmul(5, "matmul_accum", (1, 16, 16, 16), ("gl", "gl", "gl"), contig=(2, None, None))
+    # requested rewrites show their reasons (bad/3): into VRF or RF from GL, a vector
+    # size in L1, none in VRF, one that does not divide; a wrong kernel; and a 3-row
+    # tile of 4 rows, which applies with a boundary region (child 2: the mask of m)
+    + ["requested(1,move(2,vrf,2,8)).", "requested(1,move(1,rf,2,0)).", "requested(1,move(1,l1,2,8)).",
+       "requested(0,move(1,vrf,2,0)).", "requested(0,move(0,vrf,2,8)).", "requested(4,select(vector_zero)).",
+       "requested(1,tile(0)).", "req_tile(1,0,1).", "req_tile(1,1,3).", "req_tile(1,2,4).", "req_tile(1,3,8)."]
+)
+
+
+def _solve_files(files, facts):
+    ctl = clingo.Control(["--warn=none", "--models=1"])
+    for f in files:
+        ctl.load(str(f))
+    ctl.add("base", [], "\n".join(facts))
+    ctl.ground([("base", [])])
+    out = []
+    ctl.solve(on_model=lambda m: out.extend(str(a) for a in m.symbols(shown=True)))
+    return set(out)
+
+
+@pytest.mark.parametrize("options", [(), ("l1_ways", "rows6")])
+def test_renamed_target_offers_the_same_rewrites_up_to_renaming(options):
+    enc, renamed = _renamed_paths()
+    rules = [enc / "synth.lp", *(enc / "options" / f"{o}.lp" for o in options)]
+    facts = CATALOG + RENAMED_SPECS
+    avx2 = _solve_files([*rules, enc / "targets" / "avx2.lp"], facts)
+    other = _solve_files([*rules, renamed], [_rename(f) for f in facts])
+    assert {_rename(a) for a in avx2} == other, (sorted({_rename(a) for a in avx2} - other),
+                                                sorted(other - {_rename(a) for a in avx2}))
+    # not vacuous: every family of rewrites, reasons and allocations is in the answer
+    for a in ["action(0,move(1,vrf,2,8))", "alloc(0,move(1,vrf,2,8),vrf,1)", "action(0,move(0,rf,2,0))",
+              "alloc(0,move(0,rf,2,0),rf,1)", "action(0,move(1,l1,0,0))", "action(1,tile1(1,2,1))",
+              "action(1,to_accum)", "action(1,move(0,l1,2,0))", "action(1,tile(0))", "child_dim(1,tile(0),2,1,1)",
+              "action(2,select(vector_assign))", "action(3,select(vector_zero))", "action(4,select(mult_add))",
+              'bad(1,move(2,vrf,2,8),"no such move destination from this level in the target")',
+              'bad(1,move(1,rf,2,0),"no such move destination from this level in the target")',
+              'bad(1,move(1,l1,2,8),"only a tensor in a vector-register level has a vector size")',
+              'bad(0,move(1,vrf,2,0),"a tensor in a vector-register level needs a vector size")',
+              'bad(0,move(0,vrf,2,8),"the vector size does not divide the tensor\'s volume")',
+              'bad(4,select(vector_zero),"the kernel does not apply to this spec")']:
+        assert a in avx2, (a, sorted(avx2))
+    assert ("action(5,move(0,l1,2,0))" in avx2) == (not options)  # l1_ways: 16 strided rows > 8 ways
+    assert ("action(5,move(0,cache1,2,0))" in other) == (not options)
+
+
+def test_renamed_target_levels_have_the_same_roles():
+    """The roles rules/levels.lp derives are the same for the renamed levels."""
+    enc, renamed = _renamed_paths()
+    roles = "#show vector_level/1. #show value_level/1. #show level_kind/2. #show level_unit/2."
+    got = {}
+    for name, target in (("avx2", enc / "targets" / "avx2.lp"), ("renamed", renamed)):
+        ctl = clingo.Control(["--warn=none"])
+        ctl.load(str(enc / "rules" / "levels.lp"))
+        ctl.load(str(target))
+        ctl.add("base", [], roles)
+        ctl.ground([("base", [])])
+        got[name] = {str(a.symbol) for a in ctl.symbolic_atoms
+                     if a.symbol.name in ("vector_level", "value_level", "level_kind", "level_unit")}
+    assert {_rename(a) for a in got["avx2"]} == got["renamed"]
+    assert "vector_level(vreg)" in got["renamed"] and "value_level(sreg)" in got["renamed"]
