@@ -16,10 +16,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-from fast_matmul import fast_matmul  # noqa: E402
-
 from morello_asp.codegen.baseline import time_python  # noqa: E402
+from morello_asp.recipes import fast_matmul  # noqa: E402
 
 
 def run(sizes, check: bool = True):

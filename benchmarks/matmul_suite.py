@@ -10,21 +10,18 @@ from __future__ import annotations
 
 import math
 import statistics
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-from fast_matmul import fast_matmul  # noqa: E402
-
-from morello_asp import parse_spec  # noqa: E402
-from morello_asp.codegen.baseline import time_python  # noqa: E402
-from morello_asp.guides import blis, hand_rewrites  # noqa: E402
-from morello_asp.ir import Impl  # noqa: E402
-from morello_asp.synthesis import synthesize, synthesize_all  # noqa: E402
+from morello_asp import parse_spec
+from morello_asp.codegen.baseline import time_python
+from morello_asp.guides import blis, hand_rewrites
+from morello_asp.ir import Impl
+from morello_asp.recipes import fast_matmul
+from morello_asp.synthesis import synthesize, synthesize_all
 
 DEFAULT_DB = Path(__file__).resolve().parent / ".suite.db"
 

@@ -8,16 +8,13 @@ memo tables (`db verify`) built by synthesizing Matmul NxNxN from an empty table
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-from fast_matmul import fast_matmul  # noqa: E402
-
-from morello_asp.solver.verify import verify  # noqa: E402
-from morello_asp.synthesis import synthesize  # noqa: E402
+from morello_asp.recipes import fast_matmul
+from morello_asp.solver.verify import verify
+from morello_asp.synthesis import synthesize
 
 
 def main(argv=None):

@@ -9,11 +9,11 @@ import pytest
 from morello_asp.errors import ScheduleError
 
 from morello_asp import parse_spec
+from morello_asp.codegen.asm import have_objdump, inner_loop_asm
 from morello_asp.codegen.build import build
 from morello_asp.codegen.ctarget import get_ctarget
 from morello_asp.errors import CodegenError, CompileError, MorelloError
-
-from codegen_schedules import complete, fast_matmul, scalar
+from morello_asp.recipes import complete, fast_matmul, scalar
 
 
 @pytest.fixture(scope="module")
@@ -124,11 +124,9 @@ def test_kernel_on_a_non_contiguous_cache_view_is_refused():
         imp.subschedule([0], lambda z: z.tile([1, 2, 16]).move_param(0, "L1").select("MemsetZero"))
 
 
-@pytest.mark.skipif(__import__("shutil").which("objdump") is None, reason="needs objdump")
+@pytest.mark.skipif(not have_objdump(), reason="needs objdump")
 def test_register_tile_stays_in_registers():
     """The 6x16 tile's inner loop: 12 FMAs on ymm registers, nothing on the stack."""
-    from fast_matmul import inner_loop_asm
-
     fn = fast_matmul(48, 64, 64).compile()
     asm = inner_loop_asm(fn.module.__file__)
     assert "vbroadcastss" in asm and "12 FMAs, 0 stack accesses" in asm, asm

@@ -3,21 +3,16 @@ morello_asp/guides.py user-guided) and the search-space check: every program is
 compiled, run and compared with numpy."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-from fast_matmul import fast_matmul  # noqa: E402
-
-from morello_asp import ScheduleError, parse_spec  # noqa: E402
-from morello_asp.guides import blis, hand_rewrites  # noqa: E402
-from morello_asp.ir import Loop  # noqa: E402
-from morello_asp.solver.dp import Search  # noqa: E402
-from morello_asp.solver.engine import get_engine  # noqa: E402
-from morello_asp.solver.memo import DictMemo  # noqa: E402
-from morello_asp.solver.search_space import outside_search  # noqa: E402
+from morello_asp import ScheduleError, parse_spec
+from morello_asp.guides import blis, hand_rewrites
+from morello_asp.ir import Loop
+from morello_asp.recipes import fast_matmul
+from morello_asp.solver.dp import Search
+from morello_asp.solver.engine import get_engine
+from morello_asp.solver.memo import DictMemo
+from morello_asp.solver.search_space import outside_search
 
 
 def check_numpy(imp):

@@ -7,9 +7,9 @@ from dataclasses import replace
 from hypothesis import given, settings, strategies as st
 
 from morello_asp.spec import parse_spec
-from solver.coords import from_coords, to_coords
-from solver.engine import Action
-from solver.memo import Decision, DictMemo, RectMemo, _intersects
+from morello_asp.solver.coords import from_coords, to_coords
+from morello_asp.solver.engine import Action
+from morello_asp.solver.memo import Decision, DictMemo, RectMemo, _intersects
 
 BASES = [parse_spec(t) for t in ("Matmul(4x4x4, f32)", "Matmul(2x8x4, f32)", "Matmul(3x4x4, f32)", "Matmul(1x1x1, f32)",
                                   "Matmul(8x4x4, f32)", "Matmul(2x4x4, f32)")]

@@ -7,8 +7,8 @@ import pytest
 from morello_asp import parse_spec
 from morello_asp.errors import RuleError
 from morello_asp.target import get_target
-from solver.engine import Engine
-from solver.facts import LayoutIds, spec_facts
+from morello_asp.solver.engine import Engine
+from morello_asp.solver.facts import LayoutIds, spec_facts
 
 ENGINE = Engine()
 TARGET = ENGINE.target

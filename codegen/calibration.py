@@ -1,0 +1,300 @@
+"""A calibrated copy of the AVX2 target, the cost model as a linear function of its
+numbers, and the sampled programs calibration fits them on.
+
+The calibrated target keeps every rule of `avx2/machine.lp` and `avx2/kernels.lp`
+(read with clingo's parser) except the numbers calibration replaces: the level weights
+(`tgt_level/6`), the cost of one loop iteration (`tgt_loop_overhead/1`), the cost of
+one copying move per destination level (`tgt_move_overhead/2`) and the kernel costs
+(`kernel_cost/3`), which become `Fixed + PerUnit * U` (`avx2/kernel_units.lp`).
+One cost unit is 1 ps.
+
+With the weights of RF and VRF held at 0, the cost of a serial program is linear in
+theta = (per kernel: Fixed, PerUnit; per memory level: weight; per loop iteration; per
+copying move into each level), so cost(program) = features(program) . theta, and theta
+can be fitted to measured times.
+
+Programs to fit on (`sample_program`, `distinct_programs`) are drawn from the search's
+own alternatives: starting at the root, each open spec takes its optimal rewrite with
+probability `p_opt`, else one of its `k` cheapest other feasible rewrites (from
+`Search.explain`), and its sub-specs are sampled the same way; below `depth` every open
+spec gets its optimal program. Programs are deduplicated by their C (comments and blank
+space removed), so two programs that differ only in code-free cache moves count once.
+`recost` gives a program's cost under another target.
+
+`benchmarks/calibrate.py` measures and fits; `benchmarks/cost_rank.py` checks the fit.
+"""
+from __future__ import annotations
+
+import datetime
+import random
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import clingo.ast as cast
+
+from ..cost import compute_cost, move_cost
+from ..ir import Alloc, Impl, KernelApp, Loop
+from ..naming import snake
+from ..schedule import node_from_expansion
+from ..spec import Spec
+from ..target import ENCODINGS, Target
+
+PS_PER_UNIT = 1  # one cost unit of the calibrated target, in picoseconds
+TARGETS = ENCODINGS / "targets"
+BASE = TARGETS / "avx2"
+REPLACED = {"tgt_name", "tgt_level", "tgt_loop_overhead", "tgt_move_overhead", "kernel_cost"}
+LOOP = "loop.iter"  # the feature and number of tgt_loop_overhead/1
+MOVE = "move"  # "<LEVEL>.move": the feature and number of tgt_move_overhead(level, _)
+# gcc flags of the calibrated target (added to avx2's -mavx2 -mfma): no auto-vectorization.
+NO_VECTORIZE = ("-fno-tree-vectorize", "-fno-tree-slp-vectorize")
+
+
+@dataclass
+class Calibration:
+    """The numbers a calibrated target replaces (cost units)."""
+
+    weights: dict[str, int] = field(default_factory=dict)  # level name -> cost per line
+    kernels: dict[str, tuple[int, int]] = field(default_factory=dict)  # kernel -> (Fixed, PerUnit)
+    loop_per_iter: int = 0
+    move_overhead: dict[str, int] = field(default_factory=dict)  # level name -> cost per copying move
+
+
+def _head_name(stmt) -> str | None:
+    if stmt.ast_type != cast.ASTType.Rule or stmt.head.ast_type != cast.ASTType.Literal:
+        return None
+    atom = stmt.head.atom
+    sym = getattr(atom, "symbol", None)
+    return getattr(sym, "name", None)
+
+
+def kept_rules(path: Path) -> list[str]:
+    """The rules of a target file other than those calibration replaces."""
+    out: list[str] = []
+
+    def keep(stmt):
+        if stmt.ast_type == cast.ASTType.Rule and _head_name(stmt) not in REPLACED:
+            out.append(str(stmt))
+
+    cast.parse_files([str(path)], keep)
+    return out
+
+
+def kernels_of(target: Target) -> list[str]:
+    """Kernel names (snake case) the base target declares with tgt_kernel/1."""
+    import clingo
+
+    ctl = clingo.Control(["--warn=none"])
+    ctl.load(str(BASE / "kernels.lp"))
+    ctl.ground([("base", [])])
+    return sorted(str(a.symbol.arguments[0]) for a in ctl.symbolic_atoms.by_signature("tgt_kernel", 1))
+
+
+def target_text(name: str, base: Target, cal: Calibration, header: str = "", include_dir: Path | None = None,
+                c_flags: tuple[str, ...] = NO_VECTORIZE) -> str:
+    """The fact file of a calibrated target. Includes are relative to encodings/targets
+    unless `include_dir` is given (for files written elsewhere). `c_flags` are gcc flags
+    added to those of avx2/kernels_c.lp."""
+    inc = (lambda f: str(BASE / f)) if include_dir else (lambda f: f"avx2/{f}")
+    lines = [f"% {l}" if l else "%" for l in header.splitlines()]
+    lines += ["", f"tgt_name({name}).", ""]
+    for lv in base.levels:
+        w = cal.weights.get(lv.name, lv.weight)
+        lines.append(f"tgt_level({lv.atom}, {lv.index}, {lv.capacity}, {lv.unit}, {w}, {lv.kind}).")
+    lines += ["", "% Cost of one loop iteration (calibrated; loops through registers are unrolled, so free):",
+              f"tgt_loop_overhead({cal.loop_per_iter})."]
+    if cal.move_overhead:
+        lines += ["", "% Cost of one move that copies, per destination level (calibrated):"]
+        lines += [" ".join(f"tgt_move_overhead({lv.lower()}, {c})." for lv, c in sorted(cal.move_overhead.items()))]
+    lines += ["", "% avx2/machine.lp without tgt_name, tgt_level, tgt_loop_overhead and tgt_move_overhead:"]
+    lines += kept_rules(BASE / "machine.lp")
+    lines += ["", "% avx2/kernels.lp without kernel_cost (applicability unchanged):"]
+    lines += kept_rules(BASE / "kernels.lp")
+    lines += ["", "% Calibrated kernel costs: Fixed + PerUnit * kernel_units (1 ps units)."]
+    lines += [f"tgt_kernel_calibration({k}, {f}, {p})." for k, (f, p) in sorted(cal.kernels.items())]
+    if c_flags:
+        lines += ["", "% gcc flags added to avx2/kernels_c.lp's: programs run as the kernels' templates say",
+                  "% (no auto-vectorized scalar loops), as the calibration measured them.",
+                  " ".join(f'tgt_c_flag("{f}").' for f in c_flags)]
+    lines += ["", f'#include "{inc("kernel_units.lp")}".', f'#include "{inc("kernels_c.lp")}".', ""]
+    return "\n".join(lines)
+
+
+def write_target(path: Path, name: str, base: Target, cal: Calibration, header: str = "",
+                 c_flags: tuple[str, ...] = NO_VECTORIZE) -> Path:
+    in_targets = path.resolve().parent == TARGETS.resolve()
+    path.write_text(target_text(name, base, cal, header, None if in_targets else BASE, c_flags))
+    return path
+
+
+def default_header(method: str) -> str:
+    return (f"Target avx2 calibrated on this machine by benchmarks/calibrate.py, {datetime.date.today()}.\n"
+            f"One cost unit = {PS_PER_UNIT} ps. {method}")
+
+
+# ------------------------------------------------------------------ linear cost terms
+class CostTerms:
+    """features(program): how much each calibrated number contributes to its cost.
+
+    The loop feature counts loop iterations executed: each Loop node's trips times the
+    number of times the node itself runs, for loops codegen emits as loops (not those it
+    unrolls through registers). A move feature per level counts copying moves executed. Kernel sizes (U) come from the logic files themselves: a probe target whose every
+    kernel costs exactly its units (Fixed 0, PerUnit 1) is asked for each kernel spec.
+    """
+
+    def __init__(self, base: Target, levels=("L1", "GL"), workdir: Path | None = None,
+                 c_flags: tuple[str, ...] = NO_VECTORIZE, move_levels=("RF", "VRF", "L1", "GL")):
+        import tempfile
+
+        from ..solver.engine import Engine
+
+        self.base = base
+        self.kernels = kernels_of(base)
+        self.levels = list(levels)
+        self.names = ([f"{k}.fixed" for k in self.kernels] + [f"{k}.per_unit" for k in self.kernels]
+                      + [f"{lv}.line" for lv in self.levels] + [LOOP]
+                      + [f"{lv}.{MOVE}" for lv in move_levels])
+        self.move_levels = list(move_levels)
+        self._registers = base.register_levels
+        d = Path(workdir or tempfile.mkdtemp(prefix="morello-cal-"))
+        d.mkdir(parents=True, exist_ok=True)
+        probe = write_target(d / "avx2_units.lp", "avx2_units", base, Calibration(kernels={k: (0, 1) for k in self.kernels}),
+                             c_flags=c_flags)
+        self.probe_path = probe  # a target with the calibrated target's C (flags): compile with it
+        self.units_engine = Engine(str(probe))
+        self._one_level = {lv: self._weights_target({l.name: int(l.name == lv) for l in base.levels}) for lv in self.levels}
+        self._units: dict = {}
+
+    def _weights_target(self, weights: dict[str, int]) -> Target:
+        return replace(self.base, levels=tuple(replace(l, weight=weights.get(l.name, 0)) for l in self.base.levels))
+
+    def _kernel_units(self, kernels: list[KernelApp]) -> None:
+        todo = [n.spec for n in kernels if (n.spec, n.kernel) not in self._units]
+        for spec, exps in zip(todo, self.units_engine.expand_many(todo)):
+            for e in exps:
+                if e.action.name == "select":
+                    self._units[(spec, e.action.args[0])] = e.kernel_cost
+
+    def features(self, impl: Impl) -> list[float]:
+        """Coefficient of each calibrated number (self.names) in the cost of `impl`."""
+        self._kernel_units([n for n in impl.walk() if isinstance(n, KernelApp)])
+        f = dict.fromkeys(self.names, 0)
+
+        def walk(node: Impl, mult: int):
+            if isinstance(node, Loop):
+                if node.parallel:
+                    raise ValueError("CostTerms covers serial programs (parallel loops add a fixed overhead)")
+                if not node.unrolled(self._registers):
+                    f[LOOP] += mult * node.trips
+                walk(node.body, mult * node.trips)
+                for b in node.boundaries:
+                    walk(b, mult)
+                return
+            if isinstance(node, KernelApp):
+                k = snake(node.kernel)
+                f[f"{k}.fixed"] += mult
+                f[f"{k}.per_unit"] += mult * self._units[(node.spec, node.kernel)]
+            elif isinstance(node, Alloc):
+                shape = node.spec.operand_shapes[node.operand]
+                for lv, tgt in self._one_level.items():
+                    f[f"{lv}.line"] += mult * (move_cost(node.spec.operands[node.operand], shape, tgt) + move_cost(node.new, shape, tgt))
+                if (node.load is not None or node.store is not None) and node.new.level in self.move_levels:
+                    f[f"{node.new.level}.{MOVE}"] += mult
+            for c in node.children:
+                walk(c, mult)
+
+        walk(impl, 1)
+        return [f[n] for n in self.names]
+
+    def split(self, theta) -> Calibration:
+        """theta (in cost units, aligned with self.names) -> the target's numbers."""
+        t = dict(zip(self.names, (int(round(x)) for x in theta)))
+        return Calibration({lv: t[f"{lv}.line"] for lv in self.levels},
+                           {k: (t[f"{k}.fixed"], t[f"{k}.per_unit"]) for k in self.kernels}, t[LOOP],
+                           {lv: t[f"{lv}.{MOVE}"] for lv in self.move_levels})
+
+    def theta(self, cal: Calibration) -> list[int]:
+        """The inverse of split: cal's numbers aligned with self.names."""
+        t = {LOOP: cal.loop_per_iter}
+        t.update({f"{lv}.{MOVE}": cal.move_overhead.get(lv, 0) for lv in self.move_levels})
+        t.update({f"{lv}.line": w for lv, w in cal.weights.items()})
+        for k, (fixed, per_unit) in cal.kernels.items():
+            t[f"{k}.fixed"], t[f"{k}.per_unit"] = fixed, per_unit
+        return [t[n] for n in self.names]
+
+
+def read_calibration(target: Target) -> Calibration:
+    """The calibrated numbers of a loaded calibrated target (its first file's facts)."""
+    kernels = {}
+    for line in Path(target.files[0]).read_text().splitlines():
+        if line.startswith("tgt_kernel_calibration("):
+            k, f, p = line[len("tgt_kernel_calibration("):-2].split(", ")
+            kernels[k] = (int(f), int(p))
+    return Calibration({lv.name: lv.weight for lv in target.levels}, kernels, target.loop_per_iter,
+                       dict(target.move_overhead))
+
+
+# ------------------------------------------------------------------ sampled programs
+_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+
+
+def sample_program(search, spec: Spec, rng: random.Random, k: int, p_opt: float, depth: int) -> Impl:
+    """One program of `spec`: a random walk over the k cheapest rewrites per spec."""
+    if depth <= 0:
+        return search.build(spec)
+    options = [e for e, d in search.explain(spec) if d is not None][: k + 1]
+    if not options:
+        return search.build(spec)  # raises NoImplementationError with the reason
+    e = options[0] if len(options) == 1 or rng.random() < p_opt else rng.choice(options[1:])
+    kids = [sample_program(search, c, rng, k, p_opt, depth - 1) for c in e.children]
+    return node_from_expansion(spec, e, kids)
+
+
+def code_key(impl: Impl) -> str:
+    """The program's C without comments and blank space: equal keys, equal machine code."""
+    from .emit import emit_function
+
+    body, _ = emit_function(impl, "f")
+    return re.sub(r"\s+", "", _COMMENT.sub("", body))
+
+
+def distinct_programs(search, spec: Spec, count: int, k: int = 3, p_opt: float = 0.6, depth: int = 12,
+                      seed: int = 0, attempts: int | None = None, progress=None) -> list[Impl]:
+    """Up to `count` programs of `spec` with different C; the optimal program first."""
+    rng = random.Random(seed)
+    best = search.build(spec)
+    seen = {code_key(best)}
+    out = [best]
+    for i in range(attempts or 40 * count):
+        if len(out) >= count:
+            break
+        imp = sample_program(search, spec, rng, k, p_opt, depth)
+        key = code_key(imp)
+        if key not in seen:
+            seen.add(key)
+            out.append(imp)
+        if progress:
+            progress(len(out), i + 1)
+    return out
+
+
+def recost(impl: Impl, engine) -> int:
+    """Cost of `impl` under `engine`'s target: kernel costs re-derived by its rules,
+    moves and loops by its level weights (the program's structure is unchanged)."""
+    kernels = [n for n in impl.walk() if isinstance(n, KernelApp)]
+    costs = {}
+    for n, exps in zip(kernels, engine.expand_many([n.spec for n in kernels])):
+        for e in exps:
+            if e.action.name == "select" and e.action.args[0] == n.kernel:
+                costs[id(n)] = e.kernel_cost
+                break
+        else:
+            raise ValueError(f"target {engine.target.name} has no kernel {n.kernel} for {n.spec}")
+
+    def rebuild(node: Impl) -> Impl:
+        if isinstance(node, KernelApp):
+            return KernelApp(node.spec, node.kernel, costs[id(node)])
+        kids = node.children
+        return node.with_children([rebuild(c) for c in kids]) if kids else node
+
+    return compute_cost(rebuild(impl), engine.target).main

@@ -1,0 +1,160 @@
+"""Hand schedules built with the scheduling API alone.
+
+`fast_matmul`: the classic (Goto/BLIS) recipe for an f32 (or i32) matmul. Zero C; pack B
+into [n/16, k, 16] panels (a Move into layout `[0, 2, 1, 2 p(16)]`); loop over 16-wide
+panels of B, then over 6-row blocks of A; keep the 6x16 block of C in 12 __m256
+accumulators (VRF) while k runs innermost; per k, load one 16-wide row of the panel into
+2 registers and, for each of the 6 rows, broadcast A[i, k] and FMA (BroadcastVecMultAdd).
+
+`examples/fast_matmul.py` compiles, checks and times it against numpy.
+
+Strategies (functions of an open program, as `subschedule` takes them) that complete
+every open spec of a program generically, so that any shape -- boundaries multiply the
+holes -- can be finished by hand: `complete(imp, scalar)` down to scalar kernels,
+`complete(imp, reg_block)` for MatmulAccum blocks held in vector registers.
+"""
+from __future__ import annotations
+
+from .ir import Impl, SpecHole
+from .schedule import leaf_spec
+from .spec import parse_spec
+
+PACK = "[0, 2, 1, 2 p(16)]"  # B (1 x k x n) as [batch, n/16, k, 16]
+MR, NR = 6, 16  # register tile: 6 rows x 16 columns = 12 vectors of 8 f32
+
+
+def _row_moves(mv):
+    """Move of a C block between L1 and VRF: one 16-wide row (2 vectors) at a time."""
+    return mv.tile([1, 1, NR]).select("VectorAssign")
+
+
+def _k_step(h):
+    """MatmulAccum(1 x r x 1 x 16): load the B row into VRF, then per row of A one
+    broadcast-FMA into that row's two accumulators."""
+    h = h.move_param(1, "L1", PACK).move_param(1, "VRF", PACK, vector_size=8)
+    h = h.subschedule([0, 0], lambda load: load.select("VectorAssign"))
+    return h.subschedule([0, 1], lambda body: body.tile([1, 1, 1, NR]).move_param(0, "L1").select("BroadcastVecMultAdd"))
+
+
+def _register_block(h):
+    """MatmulAccum(1 x r x k x 16) with C's r x 16 block held in registers over all of k."""
+    h = h.move_param(2, "L1")  # cache hint: no code
+
+    def regs(a):
+        a = a.move_param(2, "VRF", "row_major", vector_size=8)
+        a = a.subschedule([0], _row_moves).subschedule([2], _row_moves)
+        return a.subschedule([1], lambda body: body.split(1).subschedule([0], _k_step))
+
+    return h.subschedule([0], regs)
+
+
+def _pack(mv):
+    """Move(1 x k x n) row-major -> packed panels, one row of B at a time, 16 values at
+    a time (one dimension per tile, as the search tiles)."""
+    _, k, n = mv.spec.shape
+    if k > 1:
+        mv = mv.tile([1, 1, n])
+    if n > NR:
+        mv = mv.tile([1, 1, NR])
+    mv = mv.move_param(0, "L1").move_param(1, "L1", PACK)
+    return mv.tile([1, 1, 1]).select("ValueAssign")
+
+
+def fast_matmul(m: int = 512, k: int = 512, n: int = 512, dtype: str = "f32", mr: int = MR):
+    """The hand-scheduled program for Matmul(m x k x n) in GL (n a multiple of 16;
+    dtype f32 or i32, whose 8-lane kernels the recipe uses). `mr` rows per register
+    block: 6 is the classic; a power of two (4) keeps every rewrite in the search space."""
+    if n % NR:
+        raise ValueError(f"n must be a multiple of {NR}")
+    imp = parse_spec(f"Matmul({m}x{k}x{n}, {dtype})").to_accum()
+    imp = imp.subschedule([0], lambda z: z.select("MemsetZero"))
+    imp = imp.move_param(1, "GL", PACK)  # pack B
+    imp = imp.subschedule([1, 0], _pack)
+    if n > NR:
+        imp = imp.tile([1, m, k, NR])  # loop over 16-wide panels of B (and of C)
+    if m > mr:  # loop over mr-row blocks of A (and of C); a remainder block is a boundary
+        (path, _), = imp.holes()
+        imp = imp.subschedule(path, lambda panel: panel.tile([1, mr, k, NR]))
+    for path, _hole in imp.holes():
+        imp = imp.subschedule(path, _register_block)
+    return imp
+
+
+# ------------------------------------------------------------------ generic strategies
+def to_l1(h, ops):
+    """Cache-move the GL operands among `ops` into L1 (no code)."""
+    for i in ops:
+        ts = leaf_spec(h).operands[i]
+        if ts.level == "GL":
+            h = h.move_param(i, "L1", str(ts.layout))
+    return h
+
+
+def scalar_tile(h):
+    s = leaf_spec(h)
+    return h.tile([1] * len(s.shape)) if s.volume > 1 else h
+
+
+def scalar(h):
+    """Any Zero / Move / MatmulAccum spec down to scalar kernels."""
+    kind = leaf_spec(h).kind
+    h = scalar_tile(h)
+    if kind == "Zero":
+        return to_l1(h, [0]).select("ValueZero")
+    if kind == "Move":
+        return to_l1(h, [0, 1]).select("ValueAssign")
+    if kind == "MatmulAccum":
+        return to_l1(h, [0, 1, 2]).select("MultAdd")
+    raise AssertionError(kind)
+
+
+def complete(imp, strategy):
+    """Apply `strategy` to every open spec until none is left."""
+    if not isinstance(imp, Impl):
+        imp = SpecHole(imp)
+    while imp.holes():
+        path, _ = imp.holes()[0]
+        imp = imp.subschedule(path, strategy)
+    return imp
+
+
+def vec_rows(mv):
+    """Move between L1 and VRF one row at a time (VectorAssign on each row)."""
+    s = leaf_spec(mv)
+    shape = list(s.shape)
+    row = [1] * (len(shape) - 1) + [shape[-1]]
+    return (mv.tile(row) if row != shape else mv).select("VectorAssign")
+
+
+def reg_block(h):
+    """MatmulAccum(1 x r x k x c), c a multiple of 4, with out held in VRF over all of k:
+    per k, rhs row to VRF, then one BroadcastVecMultAdd per row of lhs."""
+    s = leaf_spec(h)
+    c = s.shape[3]
+    vs = 8 if c % 8 == 0 else 4
+    rlay = str(s.operands[1].layout)
+
+    def kstep(b):
+        b = to_l1(b, [1])
+        b = b.move_param(1, "VRF", rlay, vector_size=vs)
+        b = complete_kind(b, "Move", lambda m: m.select("VectorAssign"))
+        inner = lambda x: (x.tile([1, 1, 1, c]) if leaf_spec(x).shape[1] > 1 else x)  # noqa: E731
+        return complete(b, lambda x: to_l1(inner(x), [0]).select("BroadcastVecMultAdd"))
+
+    def accumulate(x):
+        return complete(x.split(1) if leaf_spec(x).shape[2] > 1 else x, kstep)
+
+    if s.operands[2].level == "VRF":
+        return accumulate(h)
+    h = h.move_param(2, "L1").move_param(2, "VRF", "row_major", vector_size=vs)
+    h = complete_kind(h, "Move", vec_rows)
+    return complete(h, accumulate)
+
+
+def complete_kind(imp, kind, strategy):
+    """Apply `strategy` to every open spec of `kind`."""
+    while True:
+        todo = [p for p, hole in imp.holes() if hole.spec.kind == kind]
+        if not todo:
+            return imp
+        imp = imp.subschedule(todo[0], strategy)
