@@ -142,12 +142,18 @@ class CostTerms:
     kernel costs exactly its units (Fixed 0, PerUnit 1) is asked for each kernel spec.
     """
 
-    def __init__(self, base: Target, levels=("L1", "GL"), workdir: Path | None = None,
-                 c_flags: tuple[str, ...] = NO_VECTORIZE, move_levels=("RF", "VRF", "L1", "GL")):
+    def __init__(self, base: Target, levels=None, workdir: Path | None = None,
+                 c_flags: tuple[str, ...] = NO_VECTORIZE, move_levels=None):
+        """`levels`: those whose line weight is fitted (default: the caches and memory);
+        `move_levels`: those whose per-copy overhead is fitted (default: all)."""
         import tempfile
 
         from ..solver.engine import Engine
 
+        if levels is None:
+            levels = [lv.name for lv in base.levels if not lv.is_register]
+        if move_levels is None:
+            move_levels = list(base.level_names)
         self.base = base
         self.kernels = kernels_of(base)
         self.levels = list(levels)

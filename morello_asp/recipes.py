@@ -20,6 +20,20 @@ from .schedule import leaf_spec
 from .spec import parse_spec
 
 PACK = "[0, 2, 1, 2 p(16)]"  # B (1 x k x n) as [batch, n/16, k, 16]
+
+
+# The levels a recipe uses, by role in the program's target (no level is named here).
+def _cache(p) -> str:
+    return leaf_spec(p).target.cache_levels[0].name
+
+
+def _vregs(p) -> str:
+    return leaf_spec(p).target.vector_levels[0].name
+
+
+def _memory(p) -> str:
+    return leaf_spec(p).target.memory_level.name
+
 MR, NR = 6, 16  # register tile: 6 rows x 16 columns = 12 vectors of 8 f32
 
 
@@ -31,17 +45,18 @@ def _row_moves(mv):
 def _k_step(h):
     """MatmulAccum(1 x r x 1 x 16): load the B row into VRF, then per row of A one
     broadcast-FMA into that row's two accumulators."""
-    h = h.move_param(1, "L1", PACK).move_param(1, "VRF", PACK, vector_size=8)
+    cache, vregs = _cache(h), _vregs(h)
+    h = h.move_param(1, cache, PACK).move_param(1, vregs, PACK, vector_size=8)
     h = h.subschedule([0, 0], lambda load: load.select("VectorAssign"))
-    return h.subschedule([0, 1], lambda body: body.tile([1, 1, 1, NR]).move_param(0, "L1").select("BroadcastVecMultAdd"))
+    return h.subschedule([0, 1], lambda body: body.tile([1, 1, 1, NR]).move_param(0, cache).select("BroadcastVecMultAdd"))
 
 
 def _register_block(h):
     """MatmulAccum(1 x r x k x 16) with C's r x 16 block held in registers over all of k."""
-    h = h.move_param(2, "L1")  # cache hint: no code
+    h = h.move_param(2, _cache(h))  # cache hint: no code
 
     def regs(a):
-        a = a.move_param(2, "VRF", "row_major", vector_size=8)
+        a = a.move_param(2, _vregs(a), "row_major", vector_size=8)
         a = a.subschedule([0], _row_moves).subschedule([2], _row_moves)
         return a.subschedule([1], lambda body: body.split(1).subschedule([0], _k_step))
 
@@ -56,7 +71,7 @@ def _pack(mv):
         mv = mv.tile([1, 1, n])
     if n > NR:
         mv = mv.tile([1, 1, NR])
-    mv = mv.move_param(0, "L1").move_param(1, "L1", PACK)
+    mv = mv.move_param(0, _cache(mv)).move_param(1, _cache(mv), PACK)
     return mv.tile([1, 1, 1]).select("ValueAssign")
 
 
@@ -68,7 +83,7 @@ def fast_matmul(m: int = 512, k: int = 512, n: int = 512, dtype: str = "f32", mr
         raise ValueError(f"n must be a multiple of {NR}")
     imp = parse_spec(f"Matmul({m}x{k}x{n}, {dtype})").to_accum()
     imp = imp.subschedule([0], lambda z: z.select("MemsetZero"))
-    imp = imp.move_param(1, "GL", PACK)  # pack B
+    imp = imp.move_param(1, _memory(imp), PACK)  # pack B
     imp = imp.subschedule([1, 0], _pack)
     if n > NR:
         imp = imp.tile([1, m, k, NR])  # loop over 16-wide panels of B (and of C)
@@ -82,11 +97,12 @@ def fast_matmul(m: int = 512, k: int = 512, n: int = 512, dtype: str = "f32", mr
 
 # ------------------------------------------------------------------ generic strategies
 def to_l1(h, ops):
-    """Cache-move the GL operands among `ops` into L1 (no code)."""
+    """Cache-move the operands among `ops` that are in main memory into the first cache
+    level (no code)."""
     for i in ops:
         ts = leaf_spec(h).operands[i]
-        if ts.level == "GL":
-            h = h.move_param(i, "L1", str(ts.layout))
+        if ts.level == _memory(h):
+            h = h.move_param(i, _cache(h), str(ts.layout))
     return h
 
 
@@ -136,7 +152,7 @@ def reg_block(h):
 
     def kstep(b):
         b = to_l1(b, [1])
-        b = b.move_param(1, "VRF", rlay, vector_size=vs)
+        b = b.move_param(1, _vregs(b), rlay, vector_size=vs)
         b = complete_kind(b, "Move", lambda m: m.select("VectorAssign"))
         inner = lambda x: (x.tile([1, 1, 1, c]) if leaf_spec(x).shape[1] > 1 else x)  # noqa: E731
         return complete(b, lambda x: to_l1(inner(x), [0]).select("BroadcastVecMultAdd"))
@@ -144,9 +160,9 @@ def reg_block(h):
     def accumulate(x):
         return complete(x.split(1) if leaf_spec(x).shape[2] > 1 else x, kstep)
 
-    if s.operands[2].level == "VRF":
+    if s.target.holds_vectors(s.operands[2].level):
         return accumulate(h)
-    h = h.move_param(2, "L1").move_param(2, "VRF", "row_major", vector_size=vs)
+    h = h.move_param(2, _cache(h)).move_param(2, _vregs(h), "row_major", vector_size=vs)
     h = complete_kind(h, "Move", vec_rows)
     return complete(h, accumulate)
 

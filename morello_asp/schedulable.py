@@ -55,7 +55,7 @@ class Schedulable:
         """Spec(.., t, ..) -> alloc t' at `level` in `layout`: [load t -> t'] Spec(.., t', ..)
         [store t' -> t] (loads for inputs, stores for outputs, none for a cache move).
 
-            Matmul(1x4x4x4, GL, GL, GL).move_param(1, "L1")  ->  alloc l: ... Matmul(.., L1, ..)
+            Matmul(1x4x4x4, GL, GL, GL).move_param(1, "L1")  ->  alloc l: ... Matmul(.., L1, ..)   (avx2)
         """
         from . import schedule
 

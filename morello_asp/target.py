@@ -97,6 +97,11 @@ class Target:
         return tuple(lv for lv in self.levels if lv.holds_vectors)
 
     @property
+    def cache_levels(self) -> tuple[Level, ...]:
+        """Hardware-managed levels, fastest first."""
+        return tuple(lv for lv in self.levels if lv.kind == "cache")
+
+    @property
     def memory_level(self) -> Level:
         """The slowest level: where the sugar form puts every tensor and programs' arguments live."""
         return self.levels[-1]
