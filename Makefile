@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test test-all test-slow bench clean
 
 setup: $(VENV)/.installed
 
@@ -16,8 +16,16 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	OPENBLAS_NUM_THREADS=1 $(BIN)/morello-asp synth "Matmul(64x64x64, f32)" --run --bench
 
+# test: the default suite (pyproject.toml's addopts deselect tests marked slow; under 5
+# minutes on 2 cores). test-all: every test. test-slow: only the slow ones.
 test: setup
 	$(BIN)/python -m pytest -q
+
+test-all: setup
+	$(BIN)/python -m pytest -q -m "slow or not slow"
+
+test-slow: setup
+	$(BIN)/python -m pytest -q -m slow
 
 clean:
 	rm -rf $(VENV) build *.egg-info

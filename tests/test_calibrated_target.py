@@ -4,6 +4,7 @@ import random
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from morello_asp import parse_spec
 from morello_asp.codegen.api import compile_many
@@ -27,6 +28,7 @@ def test_calibrated_target_synthesizes_a_matmul_that_matches_numpy():
     np.testing.assert_allclose(fn(a, b), a @ b, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_cost_is_the_linear_function_calibration_fits():
     """features(program) . numbers == the cost the calibrated target's logic files give,
     for programs of different shapes (so kernel units, loop trips and lines all vary),
@@ -71,6 +73,7 @@ def test_calibrated_target_compiles_without_auto_vectorization(monkeypatch):
     assert err <= tol
 
 
+@pytest.mark.slow
 def test_loop_and_move_overheads_count_only_real_loops_and_copies(tmp_path):
     """tgt_loop_overhead is paid per iteration of a loop codegen writes as a loop, not of
     one it unrolls through registers; tgt_move_overhead is paid per move that copies into

@@ -21,6 +21,7 @@ def check_numpy(imp):
     assert err <= tol, f"max error {err} > {tol}"
 
 
+@pytest.mark.slow
 def test_guided_schedule_with_cache_tiles_and_boundaries_matches_numpy():
     """k chunks that leave a remainder (40 = 2 x 16 + 8), row blocks that leave one
     (14 = 12 + 2) and 6-row blocks inside: every open block is synthesized."""
@@ -42,6 +43,7 @@ def test_blis_guide_refuses_specs_it_does_not_fit():
         blis(parse_spec("Matmul(8x8x16, i32)"))
 
 
+@pytest.mark.slow
 def test_synth_cli_with_guide_runs_and_benches_against_single_threaded_numpy(tmp_path, capsys):
     """`synth SPEC --guide blis --bench`: the guide's hand part, the rest synthesized, the
     program checked against numpy and timed beside one-thread OpenBLAS; a guide that does
@@ -60,6 +62,7 @@ def test_synth_cli_with_guide_runs_and_benches_against_single_threaded_numpy(tmp
     assert "known guides: blis" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_hand_recipe_in_search_space_costs_no_less_than_the_optimum():
     engine = get_engine()
     in_space = fast_matmul(4, 8, 16, mr=2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from morello_asp.spec import parse_spec
@@ -43,6 +44,7 @@ def test_coords_invert(s):
     assert from_coords(key, point) == s
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_rect_memo_answers_like_dict(data):

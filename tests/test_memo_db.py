@@ -49,6 +49,7 @@ def test_table_built_by_other_rules_is_refused(tmp_path):
         synthesize("Matmul(2x2x2, f32)", db=db, rules=[extra])
 
 
+@pytest.mark.slow
 def test_kill_9_keeps_committed_rows_and_rerun_matches(tmp_path):
     db = tmp_path / "k.db"
     p = subprocess.Popen([sys.executable, "-c", SCRIPT, SPEC, str(db)], stdout=subprocess.PIPE, text=True)
@@ -73,6 +74,7 @@ def test_kill_9_keeps_committed_rows_and_rerun_matches(tmp_path):
     assert err <= tol
 
 
+@pytest.mark.slow
 def test_two_processes_on_one_file(tmp_path):
     db = tmp_path / "c.db"
     specs = ["Matmul(4x4x8, f32)", "Matmul(4x4x4, f32)"]

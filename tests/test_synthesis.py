@@ -36,6 +36,7 @@ def check_runs(imp, rules=()):
 GRID = [s for s in itertools.product([1, 2, 4, 8, 16], repeat=3)] + [(3, 5, 7), (12, 20, 8)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["f32", "i32"])
 def test_synthesized_matmul_grid_matches_numpy(dtype):
     """Every power-of-two shape up to 16 in each dimension, and two odd ones: each
@@ -198,6 +199,7 @@ def _tall_strided_cache_moves(imp, ways=8):
     return found
 
 
+@pytest.mark.slow
 def test_optional_l1_ways_rules_remove_tall_strided_cache_moves():
     """`l1_ways` (encodings/options/) forbids caching a strided tile taller than L1's ways."""
     tile = parse_spec("(MatmulAccum(1x4x16x16, (f32, GL, row_major), (f32, GL, row_major, c1), "
