@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from morello_asp.cli_args import check_logic_inputs, int_range
-from morello_asp.errors import MorelloError, RefutedError
+from morello_asp.cli_args import check_logic_inputs, int_range, program_file
+from morello_asp.errors import RefutedError
 
 
 def load_program(args):
@@ -14,9 +14,8 @@ def load_program(args):
     file_or_spec = args.program
     rules = tuple(args.rules or ())
     check_logic_inputs(args)
-    if Path(file_or_spec).is_dir():
-        raise MorelloError(f"{file_or_spec} is a directory, not a program file or a spec")
-    if Path(file_or_spec).is_file():
+    if Path(file_or_spec).is_file() or Path(file_or_spec).is_dir() or file_or_spec.endswith(".json"):
+        program_file(file_or_spec)
         from morello_asp.serialize import load_with_rules
 
         imp, saved = load_with_rules(file_or_spec)
@@ -30,8 +29,6 @@ def load_program(args):
                 raise RefutedError(f"{file_or_spec}: not proved legal, not running it (--no-verify to run anyway): "
                                    f"{len(bad)} obligation(s) not proved, first: {bad[0]}")
         return imp, rules
-    if file_or_spec.endswith(".json"):
-        raise MorelloError(f"no program file {file_or_spec} (save one with `morello-asp synth SPEC --out FILE`)")
     from morello_asp.spec import parse_spec
     from morello_asp.synthesis import synthesize
 

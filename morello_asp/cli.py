@@ -74,6 +74,9 @@ def _raise_on_sigterm(signum, frame):
     raise Interrupted(signum)
 
 
+_raise_on_sigterm.raises_interrupted = True  # a search may take it over (solver/interrupt.py)
+
+
 def _silence_stdout() -> None:
     """After a broken pipe: point stdout at /dev/null so the flush at exit is quiet."""
     try:
@@ -85,20 +88,37 @@ def _silence_stdout() -> None:
 
 
 def main(argv=None) -> int:
+    restore = None
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:  # SIGTERM stops a command as Ctrl-C does
         try:
             signal.signal(signal.SIGTERM, _raise_on_sigterm)
+            restore = signal.SIG_DFL
         except ValueError:  # not the main thread
             pass
+    try:
+        return _main(argv)
+    finally:
+        workers = sys.modules.get("morello_asp.solver.clingo_run")
+        if workers is not None:  # no clingo call outlives the command, even on an error
+            workers.shutdown()
+        if restore is not None:
+            signal.signal(signal.SIGTERM, restore)
+
+
+def _main(argv) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv  # accepted anywhere on the line
     argv = [a for a in argv if a != "--debug"]
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
-        return args.func(args) or 0
-    except SystemExit as e:  # --help, --version
-        return e.code if isinstance(e.code, int) else 0
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as e:  # --help
+            sys.stdout.flush()
+            return e.code if isinstance(e.code, int) else 0
+        rc = args.func(args) or 0
+        sys.stdout.flush()  # here, so that a closed pipe is seen here
+        return rc
     except UsageError as e:
         say("error", e)
         return EXIT_INPUT

@@ -52,6 +52,17 @@ def output_file(what: str = "output file"):
     return parse
 
 
+def program_file(path: str) -> str:
+    """A saved program's path: InputError unless it names a file."""
+    from morello_asp.errors import InputError
+
+    if Path(path).is_dir():
+        raise InputError(f"{path} is a directory, not a program file")
+    if not Path(path).exists():
+        raise InputError(f"no program file {path} (save one with `morello-asp synth SPEC --out FILE`)")
+    return path
+
+
 def check_logic_inputs(args) -> None:
     """Check a target given by path (`--target FILE.lp`) and the `--rules` files before
     anything loads them (see check_rules)."""
@@ -63,12 +74,7 @@ def check_rules(target, rules) -> None:
     (solver/logic_files.py); warnings (a constant that matches nothing) go to stderr."""
     import sys
 
-    from morello_asp.solver.logic_files import check_logic_files
-    from morello_asp.target import ENCODINGS, as_target, rule_file
+    from morello_asp.solver.logic_files import check_rules as check
 
-    if target and Path(str(target)).suffix == ".lp" and Path(str(target)).exists():
-        check_logic_files([str(target)], "target file")
-    if rules:
-        files = [ENCODINGS / "synth.lp", *as_target(target).files, *(rule_file(r) for r in rules)]
-        for w in check_logic_files(files):
-            print(f"morello-asp: warning: {w}", file=sys.stderr)
+    for w in check(target, rules):
+        print(f"morello-asp: warning: {w}", file=sys.stderr)

@@ -2,6 +2,7 @@
 partially scheduled programs (paper 2.3, `synthesize_all`)."""
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,12 @@ def make_search(target: str | Target | None = None, rules=(), db: Any = None,
                 progress: "Progress | None" = None) -> "Search":
     from morello_asp.solver.dp import Progress, Search
     from morello_asp.solver.engine import get_engine
+    from morello_asp.solver.logic_files import check_rules
 
+    if isinstance(rules, (str, Path)):  # one rule file or rule set, not its characters
+        rules = (rules,)
+    for w in check_rules(target, rules):  # exist, UTF-8, ground in time (before loading them here)
+        warnings.warn(w, stacklevel=3)
     engine = get_engine(as_target(target), tuple(str(r) for r in rules))
     memo = open_db(db, engine) if db is not None else None
     return Search(engine, memo, progress or Progress(enabled=False))

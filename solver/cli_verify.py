@@ -1,7 +1,7 @@
 """`morello-asp verify`: z3 proofs for a saved program or for one layout."""
 from __future__ import annotations
 
-from morello_asp.cli_args import shape
+from morello_asp.cli_args import program_file, shape
 from morello_asp.errors import InputError, MorelloError
 
 
@@ -23,7 +23,7 @@ def _verify(args):
         raise MorelloError("give a program JSON file, or --layout and --shape")
     from morello_asp.serialize import load_with_rules
 
-    imp, rules = load_with_rules(args.program)
+    imp, rules = load_with_rules(program_file(args.program))
     rep = verify(imp, rules + tuple(args.rules or ()))
     print(rep)
     if args.all:

@@ -25,8 +25,7 @@ import signal
 import sys
 import tempfile
 import threading
-from concurrent.futures import Future, InvalidStateError, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 
 import clingo
@@ -163,14 +162,40 @@ def _timeout_error(files, nspecs: int, limit: float) -> RuleError:
                      f"to allow longer")
 
 
-# --------------------------------------------------------------------------- pool
-_POOL: ProcessPoolExecutor | None = None
+# ------------------------------------------------------------------------ workers
+# A small pool of our own rather than concurrent.futures: each worker has one pipe and
+# one thread here that sends it a call and waits for the answer with the call's time
+# limit, so a stuck call kills exactly what must be killed, and there is no manager or
+# feeder thread that interpreter exit must join (or race with).
 _LOCK = threading.Lock()
-_OUTSTANDING: dict[Future, tuple] = {}  # proxy future -> (real future, files, n, limit, timer)
+_CTX = multiprocessing.get_context("fork")  # workers need nothing but this module, and start in milliseconds
 
 
-def _worker_init(parent: int) -> None:
-    """In each worker: die with the parent, leave Ctrl-C to it."""
+class _Worker:
+    def __init__(self):
+        here, there = _CTX.Pipe()
+        self.proc = _CTX.Process(target=_worker_main, args=(there, os.getpid()), daemon=True)
+        self.proc.start()
+        there.close()
+        self.conn = here
+        self.error: BaseException | None = None  # set when stopped on purpose
+
+    def kill(self, error: BaseException) -> None:
+        """SIGKILL; the thread serving it sees the pipe's end and fails its call with `error`."""
+        self.error = error
+        try:
+            self.proc.kill()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+_WORKERS: list[_Worker] = []
+_IDLE: list[_Worker] = []
+_QUEUE: list[tuple] = []  # calls waiting for a worker: (files, facts, n, future, limit)
+
+
+def _worker_main(conn, parent: int) -> None:
+    """A worker: die with the parent, leave Ctrl-C to it, answer calls until told to stop."""
     try:
         ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # pragma: no cover - not Linux
@@ -180,49 +205,76 @@ def _worker_init(parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _CLASP_SIGNALS)
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            os._exit(0)
+        if msg is None:
+            os._exit(0)
+        try:
+            reply = ("ok", _parsed_answer_here(*msg))
+        except BaseException as e:  # noqa: BLE001 - sent back and raised there
+            reply = ("error", e)
+        try:
+            conn.send(reply)
+        except (TypeError, AttributeError, ValueError):  # an exception that does not pickle
+            conn.send(("error", RuleError(f"clingo call failed: {reply[1]!r}")))
+        except OSError:
+            os._exit(0)
 
 
-def _pool() -> ProcessPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        # fork: workers need nothing but this module, and start in milliseconds. The
-        # pool's helper threads are started with the signals blocked (they inherit the
-        # mask), so only the main thread ever handles SIGINT and SIGTERM.
-        _POOL = ProcessPoolExecutor(max_workers=jobs(), mp_context=multiprocessing.get_context("fork"),
-                                    initializer=_worker_init, initargs=(os.getpid(),))
-    return _POOL
+def _serve(w: _Worker, call) -> None:
+    """In a thread: run calls on worker `w` until none is waiting."""
+    while call is not None:
+        files, facts, n, fut, limit = call
+        try:
+            w.conn.send((files, facts, n))
+            if not w.conn.poll(limit):
+                shutdown(_timeout_error(files, n, limit))  # the stuck worker cannot be stopped otherwise
+                _set(fut, exc=w.error)
+                w.conn.close()
+                return
+            status, value = w.conn.recv()
+        except (EOFError, OSError, ValueError):
+            if w.error is None:  # it died by itself
+                shutdown(RuleError(f"a clingo worker process died while grounding{f' {n} specs' if n else ''} "
+                                   "(out of memory, or killed?)"))
+            _set(fut, exc=w.error)
+            w.conn.close()
+            return
+        _set(fut, value if status == "ok" else None, value if status != "ok" else None)
+        with _LOCK:
+            if w.error is not None:
+                return
+            call = _QUEUE.pop(0) if _QUEUE else None
+            if call is None:
+                _IDLE.append(w)
 
 
 def workers() -> list[int]:
     """Process ids of the live workers."""
-    pool = _POOL
-    procs = getattr(pool, "_processes", None) or {}
-    return [p.pid for p in list(procs.values()) if p.is_alive()]
+    with _LOCK:
+        return [w.proc.pid for w in _WORKERS if w.proc.is_alive()]
 
 
 def shutdown(error: BaseException | None = None) -> None:
-    """Kill the workers now (their calls are abandoned), failing outstanding calls with
-    `error`; the next call starts a fresh pool."""
-    global _POOL
+    """Kill the workers now (their calls are abandoned and fail with `error`); the next
+    call starts fresh ones."""
+    error = error or RuleError("clingo workers were stopped")
     with _LOCK:
-        pool, _POOL = _POOL, None
-        pending = list(_OUTSTANDING.items())
-        _OUTSTANDING.clear()
-    for proxy, (_, _, _, _, timer) in pending:
-        timer.cancel()
-        _set(proxy, exc=error or RuleError("clingo workers were stopped"))
-    if pool is None:
-        return
-    procs = list((getattr(pool, "_processes", None) or {}).values())
-    for p in procs:
+        ws = list(_WORKERS)
+        queued = list(_QUEUE)
+        _WORKERS.clear()
+        _IDLE.clear()
+        _QUEUE.clear()
+    for w in ws:
+        w.kill(error)
+    for call in queued:
+        _set(call[3], exc=error)
+    for w in ws:
         try:
-            p.kill()
-        except (OSError, ValueError):
-            pass
-    pool.shutdown(wait=False, cancel_futures=True)
-    for p in procs:
-        try:
-            p.join(5)
+            w.proc.join(5)
         except (OSError, ValueError, AssertionError):
             pass
 
@@ -230,40 +282,14 @@ def shutdown(error: BaseException | None = None) -> None:
 atexit.register(shutdown)
 
 
-def _set(proxy: Future, result=None, exc: BaseException | None = None) -> None:
+def _set(fut: Future, result=None, exc: BaseException | None = None) -> None:
     try:
         if exc is not None:
-            proxy.set_exception(exc)
+            fut.set_exception(exc)
         else:
-            proxy.set_result(result)
-    except InvalidStateError:  # already failed (time-out, shutdown)
+            fut.set_result(result)
+    except InvalidStateError:  # already failed
         pass
-
-
-def _finished(proxy: Future, real: Future) -> None:
-    with _LOCK:
-        entry = _OUTSTANDING.pop(proxy, None)
-    if entry is None:
-        return
-    entry[4].cancel()
-    if real.cancelled():
-        _set(proxy, exc=RuleError("a clingo call was cancelled"))
-        return
-    exc = real.exception()
-    if isinstance(exc, BrokenProcessPool):
-        n = entry[2]
-        exc = RuleError(f"a clingo worker process died while grounding{f' {n} specs' if n else ''} "
-                        "(out of memory, or killed?)")
-    _set(proxy, real.result() if exc is None else None, exc)
-
-
-def _expired(proxy: Future) -> None:
-    with _LOCK:
-        entry = _OUTSTANDING.get(proxy)
-    if entry is None:
-        return
-    _, files, n, limit, _ = entry
-    shutdown(_timeout_error(files, n, limit))  # the stuck worker cannot be stopped otherwise
 
 
 def submit(files: tuple[str, ...], facts: str, n: int) -> Future:
@@ -271,21 +297,22 @@ def submit(files: tuple[str, ...], facts: str, n: int) -> Future:
     if the call outlives its time limit (the workers are then killed) or a worker dies."""
     limit = ground_timeout(n)
     interrupt.check()
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, interrupt.SIGNALS)  # for threads the pool starts
+    fut: Future = Future()
+    fut.set_running_or_notify_cancel()
+    call = (files, facts, n, fut, limit)
+    # Workers are forked, and threads started, with SIGINT and SIGTERM blocked: a thread
+    # inherits the mask, so only the main thread ever handles them (workers unblock).
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, interrupt.SIGNALS)
     try:
-        try:
-            real = _pool().submit(_parsed_answer_here, files, facts, n)
-        except BrokenProcessPool:
-            shutdown()
-            real = _pool().submit(_parsed_answer_here, files, facts, n)
-        proxy: Future = Future()
-        proxy.set_running_or_notify_cancel()
-        timer = threading.Timer(limit, _expired, (proxy,))
-        timer.daemon = True
         with _LOCK:
-            _OUTSTANDING[proxy] = (real, files, n, limit, timer)
-        timer.start()
+            w = _IDLE.pop() if _IDLE else None
+            if w is None and len(_WORKERS) < jobs():
+                w = _Worker()
+                _WORKERS.append(w)
+            if w is None:
+                _QUEUE.append(call)
+            else:
+                threading.Thread(target=_serve, args=(w, call), daemon=True, name="clingo-call").start()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
-    real.add_done_callback(lambda f: _finished(proxy, f))
-    return proxy
+    return fut

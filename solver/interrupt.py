@@ -42,6 +42,11 @@ def _handler(signum, frame):
 _DEFAULTS = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
 
 
+def _replaceable(s, h) -> bool:
+    """The default handler, or one that raises Interrupted at once (the CLI's for SIGTERM)."""
+    return h is _DEFAULTS[s] or getattr(h, "raises_interrupted", False)
+
+
 @contextmanager
 def handling():
     """Turn SIGINT and SIGTERM into a flag for the duration (re-entrant). A signal whose
@@ -56,7 +61,7 @@ def handling():
         _pending = None
         for s in SIGNALS:
             h = signal.getsignal(s)
-            if h is _DEFAULTS[s]:
+            if _replaceable(s, h):
                 saved[s] = h
                 signal.signal(s, _handler)
     _depth += 1

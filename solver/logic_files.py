@@ -102,14 +102,44 @@ def _with_includes(files) -> list[str]:
     return out
 
 
+def engine_files(target, rules) -> list[Path]:
+    """The files an engine for `target` and `rules` loads (solver/engine.py, Engine)."""
+    from morello_asp.target import ENCODINGS, as_target, rule_file
+
+    return [ENCODINGS / "synth.lp", *as_target(target).files, *(rule_file(r) for r in rules)]
+
+
+_CHECKED: set[tuple] = set()
+
+
+def check_rules(target, rules) -> list[str]:
+    """Check a target given as a path and the rule files of an engine before it loads
+    them (see check_logic_files); returns warnings, only the first time a set of files
+    (as they are now) is checked."""
+    out = []
+    if target is not None and not hasattr(target, "files") and Path(str(target)).suffix == ".lp" \
+            and Path(str(target)).exists():
+        out += check_logic_files([str(target)], "target file")
+    if rules:
+        out += check_logic_files(engine_files(target, rules))
+    return out
+
+
 def check_logic_files(files, what: str = "rule file") -> list[str]:
     """Check the user's files among `files` (the engine's whole list: synth.lp, the
     target's files, rule files); returns warnings. Raises InputError for a file that is
     not readable UTF-8 text, RuleError if the files do not ground, or do not finish
-    grounding in time."""
-    files = [str(f) for f in files]
+    grounding in time. A set of files already checked (unchanged since) passes at once,
+    with no warnings."""
+    files = [str(Path(f).resolve()) for f in files]  # workers may run in another directory
     user = [f for f in files if not is_shipped(f)]
     if not user:
+        return []
+    try:
+        stamp = tuple((f, Path(f).stat().st_mtime_ns, Path(f).stat().st_size) for f in files)
+    except OSError:
+        stamp = None
+    if stamp in _CHECKED:
         return []
     texts = {f: read_text(f, what) for f in user}
     others = _with_includes([f for f in files if f not in texts])
@@ -128,4 +158,6 @@ def check_logic_files(files, what: str = "rule file") -> list[str]:
     if errors:
         raise RuleError(f"the {what}{'s' if len(user) > 1 else ''} {', '.join(user)} report errors: "
                         + "; ".join(errors))
+    if stamp is not None:
+        _CHECKED.add(stamp)
     return warnings

@@ -93,7 +93,7 @@ def connect(path, create: bool = False) -> sqlite3.Connection:
         except OSError as e:
             raise MemoError(f"cannot read memo table {p}: {e.strerror}") from None
         if head and head[: len(_SQLITE_MAGIC)] != _SQLITE_MAGIC:
-            raise MemoError(f"{p} is not a morello-asp memo table (not an SQLite database); refusing to touch it")
+            raise MemoError(f"{p} is not a memo table (not an SQLite database); refusing to touch it")
         if head and (len(head) < 100 or size < _declared_size(head)):
             raise MemoError(f"memo table {p} is truncated ({size} bytes, its header declares {_declared_size(head)}); "
                             "move it away to start a new table")
@@ -285,7 +285,7 @@ class SqliteMemo(RectMemo):
             row = self.con.execute("SELECT id FROM ekeys WHERE key = ?", (key,)).fetchone()
             if row is None and create:
                 self._begin()
-                self.con.execute("INSERT INTO ekeys(key) VALUES (?)", (key,))
+                self.con.execute("INSERT OR IGNORE INTO ekeys(key) VALUES (?)", (key,))  # another writer may have
                 row = self.con.execute("SELECT id FROM ekeys WHERE key = ?", (key,)).fetchone()
             if row is not None:
                 kid = self._ekeys[key] = row[0]
