@@ -40,7 +40,7 @@ def decisions(draw, spec):
 
 @given(specs())
 def test_coords_invert(s):
-    key, point = to_coords(s)
+    key, point = to_coords(s, tuple(LEVELS))
     assert from_coords(key, point) == s
 
 
@@ -50,7 +50,7 @@ def test_coords_invert(s):
 def test_rect_memo_answers_like_dict(data):
     # few distinct specs, many limit vectors, few values: plenty of merges and overlaps
     base = data.draw(st.lists(specs(), min_size=1, max_size=3))
-    d, r = DictMemo(), RectMemo()
+    d, r = DictMemo(), RectMemo(tuple(LEVELS))
     for _ in range(data.draw(st.integers(1, 40))):
         s = replace(data.draw(st.sampled_from(base)), limits=data.draw(limits))
         if d.get(s) is None:  # the dynamic program only puts after a miss
@@ -74,7 +74,7 @@ def test_rect_memo_answers_like_dict(data):
 
 def test_merges_happen():
     s = BASES[0]
-    r = RectMemo()
+    r = RectMemo(tuple(LEVELS))
     dec = Decision(Action("select", ("mult_add",)), 1, (1, 1, 1, 1), 1)
     for l in range(1, 9):
         r.put(replace(s, limits=(l, 1, 1, 1)), dec)
@@ -86,7 +86,7 @@ def test_merges_happen():
 def test_merges_across_shapes():
     """Costs are stored per unit of volume: the same rewrite costing in proportion to the
     spec's size over M = 1..16 is one box, and each shape gets its own cost back."""
-    r = RectMemo()
+    r = RectMemo(tuple(LEVELS))
     tile = Action("tile", ((1, 1, 4, 4), False))
     for m in (1, 2, 4, 8, 16):
         s = parse_spec(f"Matmul({m}x4x4, f32)")

@@ -19,11 +19,14 @@ from morello_asp.layout import Layout
 from morello_asp.solver import verify_boxes
 from morello_asp.solver.box_space import BoxSpace
 from morello_asp.solver.coords import from_coords, to_coords
+from morello_asp.target import get_target
 from morello_asp.solver.engine import Action, get_engine
 from morello_asp.solver.memo import Decision
 from morello_asp.solver.memo_db import open_memo
 from morello_asp.solver.verify_boxes import sym_layout, sym_regions, verify_table
 from morello_asp.synthesis import synthesize
+
+LEVELS = tuple(get_target().level_names)
 
 FULL = "[16, 16, 1024, 33554432]"
 
@@ -51,7 +54,7 @@ def table(tmp_path_factory):
 
 
 def in_box(spec, key, lo, hi) -> bool:
-    k, p = to_coords(spec)
+    k, p = to_coords(spec, LEVELS)
     return k == key and all(a <= x <= b for a, x, b in zip(lo, p, hi))
 
 
@@ -168,7 +171,7 @@ def test_cli_errors_are_messages(tmp_path, capsys):
 def box(text, dims, action, peak, limits_lo):
     """The box of `text`'s spec with dimension axes widened to `dims` {axis: (lo, hi)
     exponents} and limits from `limits_lo` up to the spec's."""
-    key, p = to_coords(parse_spec(text))
+    key, p = to_coords(parse_spec(text), LEVELS)
     lo, hi = list(p), list(p)
     for i, (a, b) in dims.items():
         lo[i], hi[i] = a, b
