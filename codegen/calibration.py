@@ -36,6 +36,7 @@ import clingo.ast as cast
 from ..cost import compute_cost, move_cost
 from ..ir import Alloc, Impl, KernelApp, Loop
 from ..naming import snake
+from ..rewrites import for_node
 from ..schedule import node_from_expansion
 from ..spec import Spec
 from ..target import ENCODINGS, Target
@@ -178,7 +179,7 @@ class CostTerms:
         todo = [n.spec for n in kernels if (n.spec, n.kernel) not in self._units]
         for spec, exps in zip(todo, self.units_engine.expand_many(todo)):
             for e in exps:
-                if e.action.name == "select":
+                if e.kernel_cost is not None:  # a kernel (select) rewrite
                     self._units[(spec, e.action.args[0])] = e.kernel_cost
 
     def features(self, impl: Impl) -> list[float]:
@@ -291,7 +292,7 @@ def recost(impl: Impl, engine) -> int:
     costs = {}
     for n, exps in zip(kernels, engine.expand_many([n.spec for n in kernels])):
         for e in exps:
-            if e.action.name == "select" and e.action.args[0] == n.kernel:
+            if e.action == for_node(n).action_of(n):
                 costs[id(n)] = e.kernel_cost
                 break
         else:
