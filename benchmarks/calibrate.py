@@ -16,6 +16,7 @@ keeps them on), so scalar kernels stay scalar as the model assumes.
     python benchmarks/calibrate.py [--out encodings/targets/avx2_calibrated.lp]
     python benchmarks/cost_rank.py          # Spearman of cost vs time, before and after
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,19 +29,29 @@ from alternatives import distinct_programs, recost  # noqa: E402
 from calibrated_target import NO_VECTORIZE, PS_PER_UNIT, TARGETS, CostTerms, default_header, write_target  # noqa: E402
 from timing import compile_checked, median_times, spearman, status  # noqa: E402
 
-SMALL = ["Matmul(8x8x8, f32)", "Matmul(4x8x16, f32)", "Matmul(16x4x8, f32)", "Matmul(8x16x4, f32)",
-         "Matmul(4x64x1, f32)"]
+SMALL = [
+    "Matmul(8x8x8, f32)",
+    "Matmul(4x8x16, f32)",
+    "Matmul(16x4x8, f32)",
+    "Matmul(8x16x4, f32)",
+    "Matmul(4x64x1, f32)",
+]
 # The training plan: (spec, programs, k, p_opt, seed). Broad samples (k = 8 cheapest other
 # rewrites, optimal with p 0.4) and near-optimal ones (k = 3, p 0.6) of small and mid-size
 # specs. cost_rank.py's held-out sets use other seeds: 16^3 and 32^3 seed 0, 16^3 seed 1,
 # near-optimal 16^3 and 32^3 seed 0.
-TRAINING = ([(s, 40, 8, 0.4, 1) for s in SMALL]
-            + [("Matmul(16x16x16, f32)", 60, 8, 0.4, 2), ("Matmul(16x16x16, f32)", 60, 8, 0.4, 3),
-               ("Matmul(32x32x32, f32)", 60, 8, 0.4, 1),
-               ("Matmul(16x16x16, f32)", 60, 3, 0.6, 1), ("Matmul(16x16x16, f32)", 60, 3, 0.6, 2),
-               ("Matmul(8x8x8, f32)", 60, 3, 0.6, 1)])
-METHOD = ("Numbers fitted by bounded least squares on relative error (each >= 1 unit) to the measured times "
-          "of {n} programs sampled from the alternatives of{specs}See README, Cost model calibration.")
+TRAINING = [(s, 40, 8, 0.4, 1) for s in SMALL] + [
+    ("Matmul(16x16x16, f32)", 60, 8, 0.4, 2),
+    ("Matmul(16x16x16, f32)", 60, 8, 0.4, 3),
+    ("Matmul(32x32x32, f32)", 60, 8, 0.4, 1),
+    ("Matmul(16x16x16, f32)", 60, 3, 0.6, 1),
+    ("Matmul(16x16x16, f32)", 60, 3, 0.6, 2),
+    ("Matmul(8x8x8, f32)", 60, 3, 0.6, 1),
+]
+METHOD = (
+    "Numbers fitted by bounded least squares on relative error (each >= 1 unit) to the measured times "
+    "of {n} programs sampled from the alternatives of{specs}See README, Cost model calibration."
+)
 
 
 def fit(rows: list[list[float]], seconds: list[float], floor_ns: float, relative: bool = True):
@@ -76,8 +87,15 @@ def sample(plan, db):
         except MorelloError as e:
             raise SystemExit(f"bad training spec {text!r}: {e}") from None
         status(f"sampling programs of {text}")
-        progs += distinct_programs(search, spec, per_spec, k=k, p_opt=p_opt, seed=seed,
-                                   progress=lambda n, tries: status(f"{text}: sampled {n}/{per_spec} programs"))
+        progs += distinct_programs(
+            search,
+            spec,
+            per_spec,
+            k=k,
+            p_opt=p_opt,
+            seed=seed,
+            progress=lambda n, tries, text=text, per_spec=per_spec: status(f"{text}: sampled {n}/{per_spec} programs"),
+        )
     search.memo.flush()
     return progs
 
@@ -86,8 +104,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=TARGETS / "avx2_calibrated.lp")
     ap.add_argument("--name", default=None, help="target name (default: the file's stem)")
-    ap.add_argument("--specs", nargs="+", help="training specs instead of the default plan (README), each "
-                    "sampled with --per-spec, --k, --p-opt and --seed")
+    ap.add_argument(
+        "--specs",
+        nargs="+",
+        help="training specs instead of the default plan (README), each "
+        "sampled with --per-spec, --k, --p-opt and --seed",
+    )
     ap.add_argument("--per-spec", type=int, default=40, help="programs per training spec")
     ap.add_argument("--k", type=int, default=8, help="sample among the k cheapest other rewrites")
     ap.add_argument("--p-opt", type=float, default=0.4, help="chance of the optimal rewrite at each spec")
@@ -95,8 +117,11 @@ def main(argv=None) -> int:
     ap.add_argument("--absolute", action="store_true", help="least squares on absolute time, not relative error")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--db", help="memo table for the search (speeds up re-runs)")
-    ap.add_argument("--vectorize", action="store_true",
-                    help="leave gcc's auto-vectorizers on (the target gets no -fno-tree-*vectorize flags)")
+    ap.add_argument(
+        "--vectorize",
+        action="store_true",
+        help="leave gcc's auto-vectorizers on (the target gets no -fno-tree-*vectorize flags)",
+    )
     args = ap.parse_args(argv)
     c_flags = () if args.vectorize else NO_VECTORIZE
     if args.out.suffix != ".lp":
@@ -126,8 +151,10 @@ def main(argv=None) -> int:
     specs = "".join(f"\n  {s}: {n} programs, k {k}, p_opt {p}, seed {seed}" for s, n, k, p, seed in plan) + "\n"
     header = default_header(METHOD.format(n=len(progs), specs=specs))
     if c_flags:
-        header += (f"\nPrograms are compiled with {' '.join(c_flags)} (timed so too): a scalar kernel stays "
-                   "scalar, as the cost model assumes (gcc vectorized some scalar loops and not others).")
+        header += (
+            f"\nPrograms are compiled with {' '.join(c_flags)} (timed so too): a scalar kernel stays "
+            "scalar, as the cost model assumes (gcc vectorized some scalar loops and not others)."
+        )
     if unseen:
         header += f"\nNot seen in any training program (given the largest fitted costs): {', '.join(unseen)}."
     write_target(args.out, name, base, cal, header, c_flags)
@@ -141,21 +168,32 @@ def main(argv=None) -> int:
             raise SystemExit(f"internal error: cost under {args.out} is {got}, the fit predicts {want}\n{p}")
     pred = [recost(p, engine) for p in progs]
 
-    print(f"calibrated on {len(progs)} programs of {len(plan)} samples; 1 cost unit = {PS_PER_UNIT} ps; "
-          f"per-call constant {const_ns:.2f} ns (not written)")
+    print(
+        f"calibrated on {len(progs)} programs of {len(plan)} samples; 1 cost unit = {PS_PER_UNIT} ps; "
+        f"per-call constant {const_ns:.2f} ns (not written)"
+    )
     print(f"{'kernel':<24} {'ns per call':>12} {'ns per unit':>12}   unit")
-    units = {"broadcast_vec_mult_add": "vector", "dot_product_loop": "vector of lhs", "memset_zero": "value",
-             "vector_assign": "vector"}
+    units = {
+        "broadcast_vec_mult_add": "vector",
+        "dot_product_loop": "vector of lhs",
+        "memset_zero": "value",
+        "vector_assign": "vector",
+    }
     for k in terms.kernels:
         f, p = kc[k]
-        print(f"{k:<24} {f * unit_ns:>12.3f} {p * unit_ns:>12.3f}   {units.get(k, '-')}{'  (not seen)' if k in unseen else ''}")
+        print(
+            f"{k:<24} {f * unit_ns:>12.3f} {p * unit_ns:>12.3f}   "
+            f"{units.get(k, '-')}{'  (not seen)' if k in unseen else ''}"
+        )
     for lv, w in cal.weights.items():
         print(f"{'move, per line in ' + lv:<24} {w * unit_ns:>12.3f}")
     print(f"{'loop, per iteration':<24} {cal.loop_per_iter * unit_ns:>12.3f}")
     for lv, c in cal.move_overhead.items():
         print(f"{'copying move into ' + lv:<24} {c * unit_ns:>12.3f}")
-    print(f"training Spearman(cost, time): avx2 {spearman([p.cost.main for p in progs], seconds):.3f}, "
-          f"{name} {spearman(pred, seconds):.3f}")
+    print(
+        f"training Spearman(cost, time): avx2 {spearman([p.cost.main for p in progs], seconds):.3f}, "
+        f"{name} {spearman(pred, seconds):.3f}"
+    )
     print(f"wrote {args.out}")
     return 0
 

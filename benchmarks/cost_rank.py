@@ -10,6 +10,7 @@ of binaries in the same interleaved rounds and reports its Spearman on its binar
     python benchmarks/cost_rank.py [--spec "Matmul(16x16x16, f32)"] [--count 60]
                                    [--target avx2_calibrated] [--against OTHER] [--db FILE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,32 +50,48 @@ def main(argv=None) -> int:
         raise SystemExit(f"error: {e}") from None
     search = make_search("avx2", db=args.db)
     status(f"synthesizing {args.spec} and sampling {args.count} programs")
-    progs = distinct_programs(search, spec, args.count, k=args.k, p_opt=args.p_opt, seed=args.seed,
-                              progress=lambda n, tries: status(f"sampled {n}/{args.count} programs ({tries} draws)"))
+    progs = distinct_programs(
+        search,
+        spec,
+        args.count,
+        k=args.k,
+        p_opt=args.p_opt,
+        seed=args.seed,
+        progress=lambda n, tries: status(f"sampled {n}/{args.count} programs ({tries} draws)"),
+    )
     search.memo.flush()
     fns = compile_checked(progs, args.target)  # the calibrated target's C and flags
     if other:
         fns += compile_checked(progs, args.against)
     both = median_times(fns, rounds=args.rounds)  # one set of interleaved rounds for all binaries
-    seconds, seconds_other = both[: len(progs)], both[len(progs):]
+    seconds, seconds_other = both[: len(progs)], both[len(progs) :]
     before = [p.cost.main for p in progs]
     after = [recost(p, calibrated) for p in progs]
 
     name = calibrated.target.name
-    print(f"{len(progs)} different programs of {spec}, each checked against numpy; time = median of "
-          f"{args.rounds} interleaved rounds (C timing loop); program 0 is the avx2 optimum")
+    print(
+        f"{len(progs)} different programs of {spec}, each checked against numpy; time = median of "
+        f"{args.rounds} interleaved rounds (C timing loop); program 0 is the avx2 optimum"
+    )
     print(f"{'program':>7} {'cost avx2':>10} {'cost ' + name:>22} {'measured ns':>12}")
     for i in sorted(range(len(progs)), key=lambda i: seconds[i]):
         print(f"{i:>7} {before[i]:>10} {after[i]:>22} {seconds[i] * 1e9:>12.1f}")
         if args.list:
             print(progs[i])
-    print(f"Spearman(cost, time): before (avx2) {spearman(before, seconds):.3f}, "
-          f"after ({name}) {spearman(after, seconds):.3f}  [{len(progs)} programs, compiled for {name}]")
+    print(
+        f"Spearman(cost, time): before (avx2) {spearman(before, seconds):.3f}, "
+        f"after ({name}) {spearman(after, seconds):.3f}  [{len(progs)} programs, compiled for {name}]"
+    )
     if other:
         oname = other.target.name
-        print(f"Spearman(cost, time) on the binaries compiled for {oname}: avx2 {spearman(before, seconds_other):.3f}, "
-              f"{oname} {spearman([recost(p, other) for p in progs], seconds_other):.3f}")
-        print(f"fastest program: {min(seconds) * 1e9:.1f} ns ({name} binaries), {min(seconds_other) * 1e9:.1f} ns ({oname})")
+        print(
+            f"Spearman(cost, time) on the binaries compiled for {oname}: avx2 {spearman(before, seconds_other):.3f}, "
+            f"{oname} {spearman([recost(p, other) for p in progs], seconds_other):.3f}"
+        )
+        print(
+            f"fastest program: {min(seconds) * 1e9:.1f} ns ({name} binaries), {min(seconds_other) * 1e9:.1f} "
+            f"ns ({oname})"
+        )
     return 0
 
 

@@ -4,6 +4,7 @@ both single-threaded.
     python benchmarks/matmul.py --sizes 256 512 1024 [--plot out.png]   # hand schedule
     python benchmarks/matmul.py --suite standard [--db F] [--plot out.png]  # synthesized / guided
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,7 +35,7 @@ def run(sizes, check: bool = True):
                 raise SystemExit(f"size {s}: result differs from numpy by {err}")
         ours = fn.benchmark()
         c = np.empty((s, s), dtype=np.float32)
-        np_gf = 2 * s**3 / time_python(lambda: np.matmul(a, b, out=c)) / 1e9
+        np_gf = 2 * s**3 / time_python(lambda a=a, b=b, c=c: np.matmul(a, b, out=c)) / 1e9
         rows.append((s, ours.gflops, np_gf))
     return rows
 
@@ -42,29 +43,50 @@ def run(sizes, check: bool = True):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="f32 matmul: morello-asp vs numpy, single-threaded")
     ap.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024], help="n^3, hand schedule")
-    ap.add_argument("--suite", choices=["standard", "automatic"],
-                    help="standard: synthesized / user-guided programs; automatic: every square size synthesized")
-    ap.add_argument("--rules", nargs="+", default=[], metavar="RULES",
-                    help="extra rule files or optional rule sets for the suite, e.g. l1_ways")
+    ap.add_argument(
+        "--suite",
+        choices=["standard", "automatic"],
+        help="standard: synthesized / user-guided programs; automatic: every square size synthesized",
+    )
+    ap.add_argument(
+        "--rules",
+        nargs="+",
+        default=[],
+        metavar="RULES",
+        help="extra rule files or optional rule sets for the suite, e.g. l1_ways",
+    )
     ap.add_argument("--only", nargs="+", metavar="SIZE", help="suite sizes to run, e.g. 256 18x32x96 (m x n x k)")
     ap.add_argument("--db", help="memo table shared by the suite's sizes (default benchmarks/.suite.db)")
     ap.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds per size")
-    ap.add_argument("--recipe-check", type=int, nargs="*", metavar="N", default=None,
-                    help="also compare the synthesized n^3 program with the hand recipe (default n = 64)")
+    ap.add_argument(
+        "--recipe-check",
+        type=int,
+        nargs="*",
+        metavar="N",
+        default=None,
+        help="also compare the synthesized n^3 program with the hand recipe (default n = 64)",
+    )
     ap.add_argument("--plot", help="write a bar chart to this PNG")
     args = ap.parse_args(argv)
     core = os.environ.get("OPENBLAS_CORETYPE", "auto-detected")
     if args.suite:
         return suite_main(args, core)
     rows = run(args.sizes)
-    print(f"f32 Matmul NxNxN, single thread; numpy = OpenBLAS with OPENBLAS_CORETYPE={core}"
-          f"{' (Haswell: AVX2 kernels, like ours)' if core.lower() == 'haswell' else ''}")
+    print(
+        f"f32 Matmul NxNxN, single thread; numpy = OpenBLAS with OPENBLAS_CORETYPE={core}"
+        f"{' (Haswell: AVX2 kernels, like ours)' if core.lower() == 'haswell' else ''}"
+    )
     print(f"{'N':>6} {'morello-asp GFLOP/s':>20} {'numpy GFLOP/s':>14} {'ratio':>7}")
     for s, ours, ref in rows:
         print(f"{s:>6} {ours:>20.2f} {ref:>14.2f} {ours / ref:>7.2f}")
     if args.plot:
-        plot(args.plot, [(str(s), ours, ref) for s, ours, ref in rows], "morello-asp (hand schedule, AVX2)", core,
-             "N (f32 NxNxN matmul, 1 thread)")
+        plot(
+            args.plot,
+            [(str(s), ours, ref) for s, ours, ref in rows],
+            "morello-asp (hand schedule, AVX2)",
+            core,
+            "N (f32 NxNxN matmul, 1 thread)",
+        )
     return 0
 
 
@@ -81,8 +103,9 @@ def suite_main(args, core: str) -> int:
     default = ms.DEFAULT_DB.with_name(".suite" + "".join(f"-{Path(r).stem}" for r in args.rules) + ".db")
     db = args.db or str(default)
     print(f"memo table: {db}; extra rules: {', '.join(args.rules) or 'none'}", flush=True)
-    rows = ms.run_suite(sizes, db, args.rounds, log=lambda t: print(t, file=sys.stderr, flush=True),
-                        rules=tuple(args.rules))
+    rows = ms.run_suite(
+        sizes, db, args.rounds, log=lambda t: print(t, file=sys.stderr, flush=True), rules=tuple(args.rules)
+    )
     ms.print_table(rows, core)
     if args.recipe_check is not None:
         print("\nsearch space check: the synthesizer's n^3 program vs the hand recipe (examples/fast_matmul.py)")
@@ -90,11 +113,18 @@ def suite_main(args, core: str) -> int:
         for n in args.recipe_check or [64]:
             for r in ms.recipe_check(n, db, args.rounds):
                 why = "yes" if r["in_space"] else "no: " + "; ".join(f"{a} on {sp}" for _, sp, a in r["outside"][:2])
-                print(f"{n:>5} {r['program']:>12} {r['cost']:>12,} {why:>16} {r['gflops']:>8.1f} {r['numpy']:>7.1f} "
-                      f"{r['gflops'] / r['numpy']:>6.2f}")
+                print(
+                    f"{n:>5} {r['program']:>12} {r['cost']:>12,} {why:>16} {r['gflops']:>8.1f} {r['numpy']:>7.1f} "
+                    f"{r['gflops'] / r['numpy']:>6.2f}"
+                )
     if args.plot:
-        plot(args.plot, [(f"{r.size.label}\n{r.mode[0]}", r.gflops, r.numpy_gflops) for r in rows],
-             "morello-asp (s: synthesized, g: user-guided; AVX2)", core, "m x n x k (square: n)")
+        plot(
+            args.plot,
+            [(f"{r.size.label}\n{r.mode[0]}", r.gflops, r.numpy_gflops) for r in rows],
+            "morello-asp (s: synthesized, g: user-guided; AVX2)",
+            core,
+            "m x n x k (square: n)",
+        )
     return 0
 
 

@@ -6,6 +6,7 @@ Each size is either *synthesized* (`synthesize(spec, db=...)`, nothing by hand) 
 hand, then `synthesize_all(db=...)`). All sizes share one memo table, so later sizes reuse
 earlier ones' decisions. Every program is checked against numpy before it is timed.
 """
+
 from __future__ import annotations
 
 import math
@@ -59,11 +60,20 @@ def _rect(text, mode):
 # Fully synthesized where the search from the shared table takes a few minutes;
 # guided (a few outer rewrites by hand) above that.
 STANDARD = [
-    _sq(64, "synthesized"), _sq(128, "synthesized"), _sq(256, "guided"), _sq(512, "guided"),
-    _sq(1024, "guided"), _sq(2048, "guided"),
-    _rect("18x32x96", "synthesized"), _rect("24x64x96", "synthesized"), _rect("48x64x128", "synthesized"),
-    _rect("192x64x128", "guided"), _rect("480x512x16", "guided"), _rect("384x256x256", "guided"),
-    _rect("784x128x512", "guided"), _rect("1020x1152x1152", "guided"),
+    _sq(64, "synthesized"),
+    _sq(128, "synthesized"),
+    _sq(256, "guided"),
+    _sq(512, "guided"),
+    _sq(1024, "guided"),
+    _sq(2048, "guided"),
+    _rect("18x32x96", "synthesized"),
+    _rect("24x64x96", "synthesized"),
+    _rect("48x64x128", "synthesized"),
+    _rect("192x64x128", "guided"),
+    _rect("480x512x16", "guided"),
+    _rect("384x256x256", "guided"),
+    _rect("784x128x512", "guided"),
+    _rect("1020x1152x1152", "guided"),
 ]
 # Every square size with nothing by hand; meant for `--rules l1_ways` (README, Optional
 # rule sets): with the default rules the large sizes cache unpacked B tiles that alias in L1.
@@ -149,15 +159,27 @@ def recipe_check(n: int, db, rounds: int = 7) -> list[dict]:
 
     size = _sq(n, "synthesized")
     rng = np.random.default_rng(1)
-    progs = [("synthesized", synthesize(size.spec_text, db=db)),
-             ("hand 6x16", fast_matmul(n, n, n, mr=6)), ("hand 4x16", fast_matmul(n, n, n, mr=4))]
+    progs = [
+        ("synthesized", synthesize(size.spec_text, db=db)),
+        ("hand 6x16", fast_matmul(n, n, n, mr=6)),
+        ("hand 4x16", fast_matmul(n, n, n, mr=4)),
+    ]
     out = []
     for name, imp in progs:
         fn, a, b = checked(imp, size, rng)
         g, r, _ = time_pair(fn, a, b, size.flops, rounds)
         outside = outside_search(imp, get_engine())
-        out.append({"n": n, "program": name, "cost": imp.cost.main, "in_space": not outside,
-                    "outside": outside, "gflops": g, "numpy": r})
+        out.append(
+            {
+                "n": n,
+                "program": name,
+                "cost": imp.cost.main,
+                "in_space": not outside,
+                "outside": outside,
+                "gflops": g,
+                "numpy": r,
+            }
+        )
     return out
 
 
@@ -166,17 +188,25 @@ def geomean(xs) -> float:
 
 
 def print_table(rows: list[Row], core: str) -> None:
-    print(f"f32 matmul, single thread, AVX2; numpy = OpenBLAS, OPENBLAS_CORETYPE={core}; "
-          "GFLOP/s = best of interleaved rounds")
-    head = (f"{'m x n x k':>15} {'program':>12} {'by hand':>7} {'synth s':>8} {'cost':>13} "
-            f"{'GFLOP/s':>8} {'numpy':>8} {'ratio':>6} {'paired':>7}")
+    print(
+        f"f32 matmul, single thread, AVX2; numpy = OpenBLAS, OPENBLAS_CORETYPE={core}; "
+        "GFLOP/s = best of interleaved rounds"
+    )
+    head = (
+        f"{'m x n x k':>15} {'program':>12} {'by hand':>7} {'synth s':>8} {'cost':>13} "
+        f"{'GFLOP/s':>8} {'numpy':>8} {'ratio':>6} {'paired':>7}"
+    )
     print(head)
     for r in rows:
         s = r.size
         dims = f"{s.m}x{s.n}x{s.k}"
-        print(f"{dims:>15} {r.mode:>12} {r.hand:>7} {r.synth_s:>8.1f} {r.cost:>13,} "
-              f"{r.gflops:>8.1f} {r.numpy_gflops:>8.1f} {r.ratio:>6.2f} {r.paired_ratio:>7.2f}")
+        print(
+            f"{dims:>15} {r.mode:>12} {r.hand:>7} {r.synth_s:>8.1f} {r.cost:>13,} "
+            f"{r.gflops:>8.1f} {r.numpy_gflops:>8.1f} {r.ratio:>6.2f} {r.paired_ratio:>7.2f}"
+        )
     rect = [r for r in rows if not r.size.square]
     if rect:
-        print(f"geometric mean ratio over the rectangular sizes: {geomean([r.ratio for r in rect]):.2f} "
-              f"(paired {geomean([r.paired_ratio for r in rect]):.2f})")
+        print(
+            f"geometric mean ratio over the rectangular sizes: {geomean([r.ratio for r in rect]):.2f} "
+            f"(paired {geomean([r.paired_ratio for r in rect]):.2f})"
+        )

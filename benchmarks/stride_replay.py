@@ -8,6 +8,7 @@ sizes), check both against numpy and time them side by side.
 The table must hold the first spec (`morello-asp synth SPEC --db m.db`). Used for README's
 "fully automatic 1024^3" paragraph: rows 4 KB apart alias in L1, 4,352 B apart do not.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -3,6 +3,7 @@ of the time clingo (grounding + solving the rule files) takes.
 
     python benchmarks/synthesis.py --sizes 4 8 16 [--plot synth.png]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,13 @@ def run(n: int, dtype: str = "f32") -> dict:
     imp = search.build(parse_spec(f"Matmul({n}x{n}x{n}, {dtype})"))
     wall = time.perf_counter() - t0
     return {
-        "n": n, "wall": wall, "solved": search.stats.solved, "classes": engine.stats.specs,
-        "calls": engine.stats.calls, "clingo": engine.stats.seconds, "cost": imp.cost.main,
+        "n": n,
+        "wall": wall,
+        "solved": search.stats.solved,
+        "classes": engine.stats.specs,
+        "calls": engine.stats.calls,
+        "clingo": engine.stats.seconds,
+        "cost": imp.cost.main,
     }
 
 
@@ -33,12 +39,18 @@ def main(argv=None):
     ap.add_argument("--plot", help="write a chart of wall time per size")
     args = ap.parse_args(argv)
     rows = []
-    print(f"{'n':>5} {'wall s':>9} {'specs solved':>13} {'specs/s':>9} {'classes grounded':>17} {'clingo calls':>13} {'clingo share':>13} {'cost':>8}")
+    print(
+        f"{'n':>5} {'wall s':>9} {'specs solved':>13} {'specs/s':>9} {'classes grounded':>17} "
+        f"{'clingo calls':>13} {'clingo share':>13} {'cost':>8}"
+    )
     for n in args.sizes:
         r = run(n, args.dtype)
         rows.append(r)
-        print(f"{n:>5} {r['wall']:>9.2f} {r['solved']:>13} {r['solved'] / r['wall']:>9.0f} {r['classes']:>17} "
-              f"{r['calls']:>13} {r['clingo'] / r['wall']:>12.0%} {r['cost']:>8}", flush=True)
+        print(
+            f"{n:>5} {r['wall']:>9.2f} {r['solved']:>13} {r['solved'] / r['wall']:>9.0f} {r['classes']:>17} "
+            f"{r['calls']:>13} {r['clingo'] / r['wall']:>12.0%} {r['cost']:>8}",
+            flush=True,
+        )
     if args.plot:
         import matplotlib
 

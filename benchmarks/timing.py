@@ -1,6 +1,7 @@
 """Time many programs fairly on a noisy machine: compile them in a few shared modules,
 check each against numpy, then time them in interleaved rounds (every program once
 per round) and keep each one's median, so slow drifts of the machine hit all alike."""
+
 from __future__ import annotations
 
 import statistics

@@ -5,6 +5,7 @@ memo tables (`db verify`) built by synthesizing Matmul NxNxN from an empty table
     python benchmarks/verify.py [--sizes 48 96 192 384] [--synth 4 8 64] [--db FILE]
     python benchmarks/verify.py --tables 4 8 [--keep DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,10 @@ def main(argv=None):
     for name, imp in progs:
         rep = verify(imp)
         ok = sum(o.status == "proved" for o in rep.obligations)
-        print(f"{name:<34} {sum(1 for _ in imp.walk()):>6} {len(rep.obligations):>12} {ok:>7} {rep.seconds:>8.2f}", flush=True)
+        print(
+            f"{name:<34} {sum(1 for _ in imp.walk()):>6} {len(rep.obligations):>12} {ok:>7} {rep.seconds:>8.2f}",
+            flush=True,
+        )
 
 
 def tables(sizes, keep=None):
@@ -43,8 +47,10 @@ def tables(sizes, keep=None):
 
     tmp = Path(keep or tempfile.mkdtemp())
     tmp.mkdir(parents=True, exist_ok=True)
-    print(f"{'table':<18} {'synth s':>8} {'boxes':>6} {'obligations':>12} {'proved':>7} {'refuted':>8} {'unknown':>8} "
-          f"{'z3 queries':>11} {'reused':>7} {'clingo s':>9} {'total s':>8}")
+    print(
+        f"{'table':<18} {'synth s':>8} {'boxes':>6} {'obligations':>12} {'proved':>7} {'refuted':>8} {'unknown':>8} "
+        f"{'z3 queries':>11} {'reused':>7} {'clingo s':>9} {'total s':>8}"
+    )
     for n in sizes:
         path = tmp / f"matmul{n}.db"
         t0 = time.perf_counter()
@@ -54,9 +60,13 @@ def tables(sizes, keep=None):
         memo = open_memo(path, get_engine())
         rep = verify_table(memo)
         memo.close()
-        print(f"{f'Matmul {n}x{n}x{n}':<18} {synth:>8.1f} {rep.boxes:>6} {len(rep.obligations):>12} {rep.count('proved'):>7} "
-              f"{rep.count('refuted'):>8} {rep.count('unknown'):>8} {rep.z3_queries:>11} {rep.reused:>7} "
-              f"{rep.rules_seconds:>9.1f} {rep.seconds:>8.1f}", flush=True)
+        print(
+            f"{f'Matmul {n}x{n}x{n}':<18} {synth:>8.1f} {rep.boxes:>6} {len(rep.obligations):>12} "
+            f"{rep.count('proved'):>7} "
+            f"{rep.count('refuted'):>8} {rep.count('unknown'):>8} {rep.z3_queries:>11} {rep.reused:>7} "
+            f"{rep.rules_seconds:>9.1f} {rep.seconds:>8.1f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ accumulating kinds its contents are accumulated into (zeros when omitted). Array
 converted to and from each operand's layout (packed, col_major, ...) here, so callers
 never see physical buffers. Dtypes must match the spec exactly.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -66,7 +67,10 @@ class Program:
         dt = spec.operands[i].dtype
         a = np.asarray(a)
         if a.dtype != dt.np_dtype:
-            raise CodegenError(f"{what} ({self.names[i]}) has dtype {a.dtype}; {spec.short()} needs {dt.np_dtype} (use .astype(np.{dt.np_dtype}))")
+            raise CodegenError(
+                f"{what} ({self.names[i]}) has dtype {a.dtype}; {spec.short()} needs {dt.np_dtype} (use "
+                f".astype(np.{dt.np_dtype}))"
+            )
         if a.shape != shape:
             if len(shape) >= 1 and shape[0] == 1 and a.shape == shape[1:]:
                 a = a.reshape(shape)
@@ -77,14 +81,21 @@ class Program:
     def _buffer(self, i: int, a: np.ndarray) -> np.ndarray:
         ts = self.spec.operands[i]
         shape = self.spec.operand_shapes[i]
-        if (str(ts.layout) == "row_major" and a.flags.c_contiguous and is_aligned(a)
-                and ts.layout.buffer_volume(shape) == a.size):
+        if (
+            str(ts.layout) == "row_major"
+            and a.flags.c_contiguous
+            and is_aligned(a)
+            and ts.layout.buffer_volume(shape) == a.size
+        ):
             return a.reshape(-1)
         return to_buffer(a, ts.layout, shape)
 
     def _ptrs(self, bufs):
         ffi = self.module.ffi
-        return [ffi.from_buffer(f"{self.spec.operands[i].dtype.c_type}[]", b, require_writable=(i == self.spec.output)) for i, b in enumerate(bufs)]
+        return [
+            ffi.from_buffer(f"{self.spec.operands[i].dtype.c_type}[]", b, require_writable=(i == self.spec.output))
+            for i, b in enumerate(bufs)
+        ]
 
     def __call__(self, *args, out=None):
         spec = self.spec
@@ -131,7 +142,7 @@ class Program:
         spec = self.spec
         rng = np.random.default_rng(seed)
         bufs = []
-        for i, (ts, shape) in enumerate(zip(spec.operands, spec.operand_shapes)):
+        for _i, (ts, shape) in enumerate(zip(spec.operands, spec.operand_shapes)):
             a = rng.random(shape) if ts.dtype.is_float else rng.integers(-4, 5, shape)
             bufs.append(to_buffer(a.astype(ts.dtype.np_dtype), ts.layout, shape))
         ptrs = self._ptrs(bufs)

@@ -1,10 +1,11 @@
 """Timing a Python callable (e.g. numpy's matmul) the way the C harness times programs:
 calibrated calls per repetition, median over repetitions, so the two compare fairly."""
+
 from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 def time_python(fn: Callable[[], object], reps: int = 7, min_time: float = 0.05, warmup: int = 2) -> float:
@@ -44,6 +45,11 @@ def numpy_matmul_seconds(b: int, m: int, k: int, n: int, threads: int | None = 1
         "out = np.empty((b, m, n), dtype=np.float32)\n"
         "print(time_python(lambda: np.matmul(x, y, out=out)))\n"
     )
-    r = subprocess.run([sys.executable, "-c", code, str(b), str(m), str(k), str(n)], env=env,
-                       capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(b), str(m), str(k), str(n)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return float(r.stdout.strip().splitlines()[-1])

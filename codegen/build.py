@@ -5,20 +5,21 @@ failure carries gcc's own message. Modules are cached by a hash of everything th
 affects the binary (source, flags, compiler, cffi and Python versions), so a changed
 program or toolchain never loads a stale module.
 """
+
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import importlib.machinery
 import importlib.util
+import io
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import cffi
@@ -45,7 +46,7 @@ def cache_dir() -> Path:
     return d
 
 
-@lru_cache(maxsize=None)
+@cache
 def _gcc() -> tuple[str, str]:
     cc = os.environ.get("CC", "gcc")
     path = shutil.which(cc)
@@ -63,7 +64,9 @@ def build(source: str, cdef: str, flags: tuple[str, ...] = (), openmp: bool = Fa
     cc, ccver = _gcc()
     all_flags = (*BASE_FLAGS, *flags, *(("-fopenmp",) if openmp else ()))
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    key = hashlib.sha256("\0".join([source, cdef, " ".join(all_flags), ccver, cffi.__version__, sys.version, suffix]).encode()).hexdigest()[:20]
+    key = hashlib.sha256(
+        "\0".join([source, cdef, " ".join(all_flags), ccver, cffi.__version__, sys.version, suffix]).encode()
+    ).hexdigest()[:20]
     name = f"_morello_{key}"
     if name in _LOADED:
         return _LOADED[name]
@@ -82,8 +85,8 @@ def build(source: str, cdef: str, flags: tuple[str, ...] = (), openmp: bool = Fa
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
                 raise CompileError(
-                    f"gcc failed (exit {r.returncode}) on the generated C (kept at {cache_dir() / (name + '.src.c')}):\n"
-                    + r.stderr.strip()
+                    f"gcc failed (exit {r.returncode}) on the generated C (kept at "
+                    f"{cache_dir() / (name + '.src.c')}):\n" + r.stderr.strip()
                 )
             os.replace(out, so)  # atomic: a concurrent reader never sees half a module
     spec = importlib.util.spec_from_file_location(name, so)

@@ -23,6 +23,7 @@ space removed), so two programs that differ only in code-free cache moves count 
 
 `benchmarks/calibrate.py` measures and fits; `benchmarks/cost_rank.py` checks the fit.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -91,19 +92,28 @@ def kernels_of(target: Target) -> list[str]:
     return sorted(str(a.symbol.arguments[0]) for a in ctl.symbolic_atoms.by_signature("tgt_kernel", 1))
 
 
-def target_text(name: str, base: Target, cal: Calibration, header: str = "", include_dir: Path | None = None,
-                c_flags: tuple[str, ...] = NO_VECTORIZE) -> str:
+def target_text(
+    name: str,
+    base: Target,
+    cal: Calibration,
+    header: str = "",
+    include_dir: Path | None = None,
+    c_flags: tuple[str, ...] = NO_VECTORIZE,
+) -> str:
     """The fact file of a calibrated target. Includes are relative to encodings/targets
     unless `include_dir` is given (for files written elsewhere). `c_flags` are gcc flags
     added to those of avx2/kernels_c.lp."""
     inc = (lambda f: str(BASE / f)) if include_dir else (lambda f: f"avx2/{f}")
-    lines = [f"% {l}" if l else "%" for l in header.splitlines()]
+    lines = [f"% {lv}" if lv else "%" for lv in header.splitlines()]
     lines += ["", f"tgt_name({name}).", ""]
     for lv in base.levels:
         w = cal.weights.get(lv.name, lv.weight)
         lines.append(f"tgt_level({lv.atom}, {lv.index}, {lv.capacity}, {lv.unit}, {w}, {lv.kind}).")
-    lines += ["", "% Cost of one loop iteration (calibrated; loops through registers are unrolled, so free):",
-              f"tgt_loop_overhead({cal.loop_per_iter})."]
+    lines += [
+        "",
+        "% Cost of one loop iteration (calibrated; loops through registers are unrolled, so free):",
+        f"tgt_loop_overhead({cal.loop_per_iter}).",
+    ]
     if cal.move_overhead:
         lines += ["", "% Cost of one move that copies, per destination level (calibrated):"]
         lines += [" ".join(f"tgt_move_overhead({lv.lower()}, {c})." for lv, c in sorted(cal.move_overhead.items()))]
@@ -114,23 +124,29 @@ def target_text(name: str, base: Target, cal: Calibration, header: str = "", inc
     lines += ["", "% Calibrated kernel costs: Fixed + PerUnit * kernel_units (1 ps units)."]
     lines += [f"tgt_kernel_calibration({k}, {f}, {p})." for k, (f, p) in sorted(cal.kernels.items())]
     if c_flags:
-        lines += ["", "% gcc flags added to avx2/kernels_c.lp's: programs run as the kernels' templates say",
-                  "% (no auto-vectorized scalar loops), as the calibration measured them.",
-                  " ".join(f'tgt_c_flag("{f}").' for f in c_flags)]
+        lines += [
+            "",
+            "% gcc flags added to avx2/kernels_c.lp's: programs run as the kernels' templates say",
+            "% (no auto-vectorized scalar loops), as the calibration measured them.",
+            " ".join(f'tgt_c_flag("{f}").' for f in c_flags),
+        ]
     lines += ["", f'#include "{inc("kernel_units.lp")}".', f'#include "{inc("kernels_c.lp")}".', ""]
     return "\n".join(lines)
 
 
-def write_target(path: Path, name: str, base: Target, cal: Calibration, header: str = "",
-                 c_flags: tuple[str, ...] = NO_VECTORIZE) -> Path:
+def write_target(
+    path: Path, name: str, base: Target, cal: Calibration, header: str = "", c_flags: tuple[str, ...] = NO_VECTORIZE
+) -> Path:
     in_targets = path.resolve().parent == TARGETS.resolve()
     path.write_text(target_text(name, base, cal, header, None if in_targets else BASE, c_flags))
     return path
 
 
 def default_header(method: str) -> str:
-    return (f"Target avx2 calibrated on this machine by benchmarks/calibrate.py, {datetime.date.today()}.\n"
-            f"One cost unit = {PS_PER_UNIT} ps. {method}")
+    return (
+        f"Target avx2 calibrated on this machine by benchmarks/calibrate.py, {datetime.date.today()}.\n"
+        f"One cost unit = {PS_PER_UNIT} ps. {method}"
+    )
 
 
 # ------------------------------------------------------------------ linear cost terms
@@ -139,12 +155,19 @@ class CostTerms:
 
     The loop feature counts loop iterations executed: each Loop node's trips times the
     number of times the node itself runs, for loops codegen emits as loops (not those it
-    unrolls through registers). A move feature per level counts copying moves executed. Kernel sizes (U) come from the logic files themselves: a probe target whose every
+    unrolls through registers). A move feature per level counts copying moves executed.
+    Kernel sizes (U) come from the logic files themselves: a probe target whose every
     kernel costs exactly its units (Fixed 0, PerUnit 1) is asked for each kernel spec.
     """
 
-    def __init__(self, base: Target, levels=None, workdir: Path | None = None,
-                 c_flags: tuple[str, ...] = NO_VECTORIZE, move_levels=None):
+    def __init__(
+        self,
+        base: Target,
+        levels=None,
+        workdir: Path | None = None,
+        c_flags: tuple[str, ...] = NO_VECTORIZE,
+        move_levels=None,
+    ):
         """`levels`: those whose line weight is fitted (default: the caches and memory);
         `move_levels`: those whose per-copy overhead is fitted (default: all)."""
         import tempfile
@@ -158,22 +181,33 @@ class CostTerms:
         self.base = base
         self.kernels = kernels_of(base)
         self.levels = list(levels)
-        self.names = ([f"{k}.fixed" for k in self.kernels] + [f"{k}.per_unit" for k in self.kernels]
-                      + [f"{lv}.line" for lv in self.levels] + [LOOP]
-                      + [f"{lv}.{MOVE}" for lv in move_levels])
+        self.names = (
+            [f"{k}.fixed" for k in self.kernels]
+            + [f"{k}.per_unit" for k in self.kernels]
+            + [f"{lv}.line" for lv in self.levels]
+            + [LOOP]
+            + [f"{lv}.{MOVE}" for lv in move_levels]
+        )
         self.move_levels = list(move_levels)
         self._registers = base.register_levels
         d = Path(workdir or tempfile.mkdtemp(prefix="morello-cal-"))
         d.mkdir(parents=True, exist_ok=True)
-        probe = write_target(d / "avx2_units.lp", "avx2_units", base, Calibration(kernels={k: (0, 1) for k in self.kernels}),
-                             c_flags=c_flags)
+        probe = write_target(
+            d / "avx2_units.lp",
+            "avx2_units",
+            base,
+            Calibration(kernels={k: (0, 1) for k in self.kernels}),
+            c_flags=c_flags,
+        )
         self.probe_path = probe  # a target with the calibrated target's C (flags): compile with it
         self.units_engine = Engine(str(probe))
-        self._one_level = {lv: self._weights_target({l.name: int(l.name == lv) for l in base.levels}) for lv in self.levels}
+        self._one_level = {
+            lv: self._weights_target({o.name: int(o.name == lv) for o in base.levels}) for lv in self.levels
+        }
         self._units: dict = {}
 
     def _weights_target(self, weights: dict[str, int]) -> Target:
-        return replace(self.base, levels=tuple(replace(l, weight=weights.get(l.name, 0)) for l in self.base.levels))
+        return replace(self.base, levels=tuple(replace(lv, weight=weights.get(lv.name, 0)) for lv in self.base.levels))
 
     def _kernel_units(self, kernels: list[KernelApp]) -> None:
         todo = [n.spec for n in kernels if (n.spec, n.kernel) not in self._units]
@@ -204,7 +238,9 @@ class CostTerms:
             elif isinstance(node, Alloc):
                 shape = node.spec.operand_shapes[node.operand]
                 for lv, tgt in self._one_level.items():
-                    f[f"{lv}.line"] += mult * (move_cost(node.spec.operands[node.operand], shape, tgt) + move_cost(node.new, shape, tgt))
+                    f[f"{lv}.line"] += mult * (
+                        move_cost(node.spec.operands[node.operand], shape, tgt) + move_cost(node.new, shape, tgt)
+                    )
                 if (node.load is not None or node.store is not None) and node.new.level in self.move_levels:
                     f[f"{node.new.level}.{MOVE}"] += mult
             for c in node.children:
@@ -216,9 +252,12 @@ class CostTerms:
     def split(self, theta) -> Calibration:
         """theta (in cost units, aligned with self.names) -> the target's numbers."""
         t = dict(zip(self.names, (int(round(x)) for x in theta)))
-        return Calibration({lv: t[f"{lv}.line"] for lv in self.levels},
-                           {k: (t[f"{k}.fixed"], t[f"{k}.per_unit"]) for k in self.kernels}, t[LOOP],
-                           {lv: t[f"{lv}.{MOVE}"] for lv in self.move_levels})
+        return Calibration(
+            {lv: t[f"{lv}.line"] for lv in self.levels},
+            {k: (t[f"{k}.fixed"], t[f"{k}.per_unit"]) for k in self.kernels},
+            t[LOOP],
+            {lv: t[f"{lv}.{MOVE}"] for lv in self.move_levels},
+        )
 
     def theta(self, cal: Calibration) -> list[int]:
         """The inverse of split: cal's numbers aligned with self.names."""
@@ -235,10 +274,11 @@ def read_calibration(target: Target) -> Calibration:
     kernels = {}
     for line in Path(target.files[0]).read_text().splitlines():
         if line.startswith("tgt_kernel_calibration("):
-            k, f, p = line[len("tgt_kernel_calibration("):-2].split(", ")
+            k, f, p = line[len("tgt_kernel_calibration(") : -2].split(", ")
             kernels[k] = (int(f), int(p))
-    return Calibration({lv.name: lv.weight for lv in target.levels}, kernels, target.loop_per_iter,
-                       dict(target.move_overhead))
+    return Calibration(
+        {lv.name: lv.weight for lv in target.levels}, kernels, target.loop_per_iter, dict(target.move_overhead)
+    )
 
 
 # ------------------------------------------------------------------ sampled programs
@@ -265,8 +305,17 @@ def code_key(impl: Impl) -> str:
     return re.sub(r"\s+", "", _COMMENT.sub("", body))
 
 
-def distinct_programs(search, spec: Spec, count: int, k: int = 3, p_opt: float = 0.6, depth: int = 12,
-                      seed: int = 0, attempts: int | None = None, progress=None) -> list[Impl]:
+def distinct_programs(
+    search,
+    spec: Spec,
+    count: int,
+    k: int = 3,
+    p_opt: float = 0.6,
+    depth: int = 12,
+    seed: int = 0,
+    attempts: int | None = None,
+    progress=None,
+) -> list[Impl]:
     """Up to `count` programs of `spec` with different C; the optimal program first."""
     rng = random.Random(seed)
     best = search.build(spec)

@@ -1,5 +1,6 @@
 """`morello-asp run` and `morello-asp bench`: execute a saved program (JSON from
 morello_asp.serialize.save) or a synthesized one for a spec, checked and timed."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,8 +27,10 @@ def load_program(args):
             rep = verify(imp, rules)
             if not rep.ok:
                 bad = [o for o in rep.obligations if o.status != "proved"]
-                raise RefutedError(f"{file_or_spec}: not proved legal, not running it (--no-verify to run anyway): "
-                                   f"{len(bad)} obligation(s) not proved, first: {bad[0]}")
+                raise RefutedError(
+                    f"{file_or_spec}: not proved legal, not running it (--no-verify to run anyway): "
+                    f"{len(bad)} obligation(s) not proved, first: {bad[0]}"
+                )
         return imp, rules
     from morello_asp.spec import parse_spec
     from morello_asp.synthesis import synthesize
@@ -61,13 +64,23 @@ def _bench(args):
 
 
 def register(sub):
-    for name, fn, help_ in (("run", _run, "compile a program, run it on random inputs and check it against numpy"),
-                            ("bench", _bench, "compile a program and time it (loop in C, median of repetitions)")):
+    for name, fn, help_ in (
+        ("run", _run, "compile a program, run it on random inputs and check it against numpy"),
+        ("bench", _bench, "compile a program and time it (loop in C, median of repetitions)"),
+    ):
         p = sub.add_parser(name, help=help_)
-        p.add_argument("program", metavar="FILE_OR_SPEC", help="program JSON saved by morello_asp.serialize.save, or a spec to synthesize")
+        p.add_argument(
+            "program",
+            metavar="FILE_OR_SPEC",
+            help="program JSON saved by morello_asp.serialize.save, or a spec to synthesize",
+        )
         p.add_argument("--target", default="avx2", help="target for a spec (a saved program names its own)")
-        p.add_argument("--rules", action="append", metavar="FILE.lp|NAME",
-                       help="extra logic file (kernels), besides those a saved program records")
+        p.add_argument(
+            "--rules",
+            action="append",
+            metavar="FILE.lp|NAME",
+            help="extra logic file (kernels), besides those a saved program records",
+        )
         p.add_argument("--no-verify", action="store_true", help="run a saved program without proving it legal first")
         if name == "run":
             p.add_argument("--seed", type=int_range(0, 2**32 - 1, "a random seed"), default=0)

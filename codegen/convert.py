@@ -5,6 +5,7 @@ callers pass and get arrays in logical shape. The permutation is the layout's ow
 buffer expression evaluated on numpy index grids, so every layout (packed, odd-even)
 converts with the same code that indexes it in C.
 """
+
 from __future__ import annotations
 
 import functools
@@ -21,7 +22,7 @@ def aligned_empty(n: int, dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     raw = np.empty(n * dtype.itemsize + ALIGN, dtype=np.uint8)
     start = (-raw.ctypes.data) % ALIGN
-    return raw[start:start + n * dtype.itemsize].view(dtype)
+    return raw[start : start + n * dtype.itemsize].view(dtype)
 
 
 def is_aligned(a: np.ndarray) -> bool:

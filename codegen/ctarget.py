@@ -3,6 +3,7 @@
 Codegen asks the target, never a Python table, which headers, flags, vector types and
 kernel templates to use, so a new kernel or target is a fact-file change only.
 """
+
 from __future__ import annotations
 
 import functools
@@ -33,14 +34,16 @@ class CTarget:
                 return self.templates[key]
         raise CodegenError(
             f"target {self.target.name} has no C for kernel {kernel} on {dtype}: add "
-            f"tgt_kernel_c({k}, {dtype}, \"...\") (or dtype `any`) to its fact files"
+            f'tgt_kernel_c({k}, {dtype}, "...") (or dtype `any`) to its fact files'
         )
 
     def vector_type(self, dtype: str, nbytes: int) -> str:
         try:
             return self.vector_types[(dtype, nbytes)]
         except KeyError:
-            raise CodegenError(f"target {self.target.name} has no tgt_c_vector_type({dtype}, {nbytes}, _) fact") from None
+            raise CodegenError(
+                f"target {self.target.name} has no tgt_c_vector_type({dtype}, {nbytes}, _) fact"
+            ) from None
 
     def prefix(self, nbytes: int) -> str:
         try:
@@ -64,7 +67,7 @@ def get_ctarget(target: str | Target | None = None, rules=()) -> CTarget:
     return _ctarget(tgt.key, tuple(str(rule_file(r)) for r in rules or ()))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _ctarget(key: tuple[str, ...], rules: tuple[str, ...]) -> CTarget:
     tgt = get_target(key[0], key[1:])
     name = tgt.name

@@ -7,6 +7,7 @@ simplified with the ranges of the enclosing loop variables. Register buffers hav
 C variable per register, so loops whose bodies index registers are unrolled and every
 register index is a constant.
 """
+
 from __future__ import annotations
 
 import re
@@ -103,7 +104,10 @@ class Emitter:
         if not b.in_registers:
             return f"{b.name}[{_bare(off)}]"
         if not isinstance(off, Const):
-            raise CodegenError(f"register buffer {b.name} indexed by a non-constant ({off.to_c()}); loops over registers must be unrolled")
+            raise CodegenError(
+                f"register buffer {b.name} indexed by a non-constant ({off.to_c()}); loops over registers must be "
+                "unrolled"
+            )
         if b.ts.vector_size:
             vs = b.ts.vector_size
             return f"{b.name}_{off.value // vs}[{off.value % vs}]"  # GNU vector subscript
@@ -160,8 +164,9 @@ class Emitter:
             raise CodegenError(f"no C for IR node {type(node).__name__}") from None
         fam.emit_c(node, views, self)
 
-    def open_buffer(self, base: str, shape: tuple[int, ...], ts: TensorSpec, root: str,
-                    source: str = "") -> tuple[Buffer, bool]:
+    def open_buffer(
+        self, base: str, shape: tuple[int, ...], ts: TensorSpec, root: str, source: str = ""
+    ) -> tuple[Buffer, bool]:
         """Open a C scope and declare a new buffer for a `shape` tensor in `ts` (register
         variables, a stack array, or heap memory for large ones), with a comment naming
         the buffer it copies (`source`); (buffer, on the heap). Close it with close_buffer."""
@@ -177,7 +182,7 @@ class Emitter:
             vt = self.ct.vector_type(str(ts.dtype), ts.vector_size * ts.dtype.nbytes)
             regs = [f"{name}_{r}" for r in range(buf.volume // ts.vector_size)]
             for chunk in range(0, len(regs), 8):
-                self.out(f"{vt} {', '.join(regs[chunk:chunk + 8])};")
+                self.out(f"{vt} {', '.join(regs[chunk : chunk + 8])};")
         elif buf.in_registers:
             regs = [name] if buf.volume == 1 else [f"{name}_{r}" for r in range(buf.volume)]
             self.out(f"{ct} {', '.join(regs)};")
@@ -300,8 +305,13 @@ class KernelContext:
             if not self.vs:
                 self.fail(f"{{{key}}} needs a vector operand")
             nbytes = self.vs * self.dtype.nbytes
-            return {"nvec": str(self.nvec), "vs": str(self.vs), "vt": em.ct.vector_type(str(self.dtype), nbytes),
-                    "pfx": em.ct.prefix(nbytes), "bits": str(nbytes * 8)}[key]
+            return {
+                "nvec": str(self.nvec),
+                "vs": str(self.vs),
+                "vt": em.ct.vector_type(str(self.dtype), nbytes),
+                "pfx": em.ct.prefix(nbytes),
+                "bits": str(nbytes * 8),
+            }[key]
         if key == "ct":
             return self.dtype.c_type
         if key.startswith("dim_"):
@@ -340,13 +350,19 @@ def expand_template(text: str, ctx: KernelContext) -> list[str]:
         if "each" in tags and not ctx.nvec:
             ctx.fail("@each line but no operand is in vector registers")
         for j in reps:
-            out.append(_PLACEHOLDER.sub(lambda mm: ctx.value(mm.group(1), j), code))
+            out.append(_PLACEHOLDER.sub(lambda mm, j=j: ctx.value(mm.group(1), j), code))
     return out
 
 
 # -------------------------------------------------------------------- whole programs
 def prelude(ct: CTarget) -> list[str]:
-    lines = ["#define _GNU_SOURCE", "#include <stdint.h>", "#include <stdlib.h>", "#include <string.h>", "#include <time.h>"]
+    lines = [
+        "#define _GNU_SOURCE",
+        "#include <stdint.h>",
+        "#include <stdlib.h>",
+        "#include <string.h>",
+        "#include <time.h>",
+    ]
     lines += [f"#include <{h}>" for h in ct.headers if h not in ("string.h", "stdlib.h", "stdint.h", "time.h")]
     return lines
 
@@ -430,16 +446,18 @@ def bench_signature(spec: Spec, fname: str = "kernel") -> str:
 def bench_function(spec: Spec, fname: str = "kernel") -> str:
     """The timing loop runs in C so Python call overhead is not measured."""
     args = ", ".join(param_names(spec))
-    return "\n".join([
-        bench_signature(spec, fname),
-        "{",
-        "    struct timespec t0, t1;",
-        f"    for (int w = 0; w < warmup; w++) {fname}({args});",
-        "    for (int r = 0; r < reps; r++) {",
-        "        clock_gettime(CLOCK_MONOTONIC, &t0);",
-        f"        for (int i = 0; i < iters; i++) {fname}({args});",
-        "        clock_gettime(CLOCK_MONOTONIC, &t1);",
-        "        times[r] = ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / iters;",
-        "    }",
-        "}",
-    ])
+    return "\n".join(
+        [
+            bench_signature(spec, fname),
+            "{",
+            "    struct timespec t0, t1;",
+            f"    for (int w = 0; w < warmup; w++) {fname}({args});",
+            "    for (int r = 0; r < reps; r++) {",
+            "        clock_gettime(CLOCK_MONOTONIC, &t0);",
+            f"        for (int i = 0; i < iters; i++) {fname}({args});",
+            "        clock_gettime(CLOCK_MONOTONIC, &t1);",
+            "        times[r] = ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / iters;",
+            "    }",
+            "}",
+        ]
+    )

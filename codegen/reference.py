@@ -3,9 +3,10 @@
 Each function takes the inputs in logical shape (see `inputs_of`) and the current
 output (for accumulating kinds) and returns the new output.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

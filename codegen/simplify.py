@@ -4,12 +4,13 @@ Layouts build offsets with `//` and `%` (packs, tiles); inside a loop whose vari
 steps by a multiple of the divisor, most of them cancel. Doing that here keeps the
 emitted C readable and lets gcc vectorize and strength-reduce the address arithmetic.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from math import inf
 
-from morello_asp.expr import Add, Const, Expr, FloorDiv, Mod, Mul, Var, add, floordiv, lift, mod, mul
+from morello_asp.expr import Add, Const, Expr, FloorDiv, Mod, Mul, Var, add, floordiv, mod, mul
 
 
 @dataclass(frozen=True)

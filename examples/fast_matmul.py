@@ -10,6 +10,7 @@ keep the 6x16 block of C in 12 __m256 accumulators (VRF) while k runs innermost;
 k, load one 16-wide row of the panel into 2 registers and, for each of the 6 rows,
 broadcast A[i, k] and FMA (BroadcastVecMultAdd).
 """
+
 from __future__ import annotations
 
 import argparse

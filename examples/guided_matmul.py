@@ -11,6 +11,7 @@ over 16-wide panels and 6-row blocks. Synthesized: zeroing C, the packing Move, 
 6 x kc x 16 block (the register tile, the loads, the kernels) and every boundary block a
 non-dividing size leaves (e.g. 4 rows when 6 does not divide m).
 """
+
 from __future__ import annotations
 
 import argparse

@@ -1,10 +1,17 @@
 """morello-asp: a synthesizing compiler for tensor programs whose rewrite rules and
 targets are logic programs."""
+
 from .cost import Cost, compute_cost
 from .dtypes import Dtype
 from .errors import (
-    LegalityError, MorelloError, NoImplementationError, RuleError, ScheduleError, SpecError,
-    SpecSyntaxError, TargetError,
+    LegalityError,
+    MorelloError,
+    NoImplementationError,
+    RuleError,
+    ScheduleError,
+    SpecError,
+    SpecSyntaxError,
+    TargetError,
 )
 from .ir import Alloc, Block, Impl, KernelApp, Loop, SpecHole
 from .layout import Layout, PhysDim
@@ -14,8 +21,31 @@ from .synthesis import synthesize, synthesize_all
 from .target import Target, get_target
 
 __all__ = [
-    "Action", "Alloc", "Block", "Cost", "Dtype", "Impl", "KernelApp", "Layout", "LegalityError", "Loop",
-    "MorelloError", "NoImplementationError", "PhysDim", "RuleError", "ScheduleError",
-    "Spec", "SpecError", "SpecHole", "SpecSyntaxError", "TargetError", "TensorSpec", "Target",
-    "compute_cost", "get_target", "parse_spec", "synthesize", "synthesize_all",
+    "Action",
+    "Alloc",
+    "Block",
+    "Cost",
+    "Dtype",
+    "Impl",
+    "KernelApp",
+    "Layout",
+    "LegalityError",
+    "Loop",
+    "MorelloError",
+    "NoImplementationError",
+    "PhysDim",
+    "RuleError",
+    "ScheduleError",
+    "Spec",
+    "SpecError",
+    "SpecHole",
+    "SpecSyntaxError",
+    "TargetError",
+    "TensorSpec",
+    "Target",
+    "compute_cost",
+    "get_target",
+    "parse_spec",
+    "synthesize",
+    "synthesize_all",
 ]

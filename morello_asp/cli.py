@@ -2,6 +2,7 @@
 own module (listed in COMMAND_MODULES), so this file stays a dispatcher and the one
 error boundary: every failure becomes one line on stderr and a documented exit status
 (EPILOG)."""
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,12 @@ class ArgParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = ArgParser(prog="morello-asp", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="Synthesizing compiler for tensor programs (rules and targets as logic programs).")
+    parser = ArgParser(
+        prog="morello-asp",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Synthesizing compiler for tensor programs (rules and targets as logic programs).",
+    )
     parser.add_argument("--debug", action="store_true", help="on an error, also print the Python traceback")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
@@ -74,7 +79,7 @@ def _raise_on_sigterm(signum, frame):
     raise Interrupted(signum)
 
 
-_raise_on_sigterm.raises_interrupted = True  # a search may take it over (solver/interrupt.py)
+_raise_on_sigterm.raises_interrupted = True  # type: ignore[attr-defined]  # a search may take it over (solver/interrupt.py)
 
 
 def _silence_stdout() -> None:
@@ -139,8 +144,11 @@ def _main(argv) -> int:
         return EXIT_PIPE
     except Exception as e:  # a bug: one line, the traceback with --debug
         _trace(debug)
-        say("internal error", f"{type(e).__name__}: {e} (a bug in morello-asp; rerun with --debug for the traceback "
-                              "and please report it)")
+        say(
+            "internal error",
+            f"{type(e).__name__}: {e} (a bug in morello-asp; rerun with --debug for the traceback "
+            "and please report it)",
+        )
         return EXIT_INTERNAL
 
 

@@ -1,6 +1,7 @@
 """Argument types for the `morello-asp` commands: every number, shape and file a user
 types is checked here, at the edge, so a bad one is a one-line usage error naming the
 option instead of a failure deep inside (argparse prefixes "argument --NAME: ")."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,6 +13,7 @@ INT_MAX = 2**31 - 1  # clingo's integers are 32-bit: no dimension or count beyon
 
 def int_range(lo: int, hi: int | None = None, what: str = "an integer"):
     """An argparse type: a whole number (ASCII digits) in [lo, hi] (hi: 2^31-1 if None)."""
+
     def parse(text: str) -> int:
         t = text.strip()
         if not re.fullmatch(r"[+-]?[0-9]+", t):
@@ -21,6 +23,7 @@ def int_range(lo: int, hi: int | None = None, what: str = "an integer"):
             bound = f"at least {lo}" if hi is None else f"from {lo} to {hi}"
             raise argparse.ArgumentTypeError(f"expected {what} {bound}, got {v}")
         return v
+
     parse.__name__ = what  # argparse names the type in some messages
     return parse
 
@@ -30,7 +33,9 @@ def shape(text: str) -> tuple[int, ...]:
     t = text.strip().replace("×", "x")
     parts = t.split("x")
     if not t or any(not re.fullmatch(r"[0-9]+", p.strip()) for p in parts):
-        raise argparse.ArgumentTypeError(f"expected a shape such as 6x8 (positive whole numbers joined by x), got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected a shape such as 6x8 (positive whole numbers joined by x), got {text!r}"
+        )
     dims = tuple(int(p) for p in parts)
     if any(d < 1 for d in dims):
         raise argparse.ArgumentTypeError(f"dimensions must be positive, got {text!r}")
@@ -41,6 +46,7 @@ def shape(text: str) -> tuple[int, ...]:
 
 def output_file(what: str = "output file"):
     """An argparse type: a path a file can be written to (its directory exists)."""
+
     def parse(text: str) -> str:
         p = Path(text)
         if p.is_dir():
@@ -48,6 +54,7 @@ def output_file(what: str = "output file"):
         if not p.parent.is_dir():
             raise argparse.ArgumentTypeError(f"cannot write {text}: directory {p.parent} does not exist")
         return text
+
     parse.__name__ = what
     return parse
 

@@ -1,4 +1,5 @@
 """`morello-asp demo` / `parse`: the hand-scheduled example of paper Figure 1, and spec checking."""
+
 from __future__ import annotations
 
 from .spec import Spec, parse_spec
@@ -16,19 +17,24 @@ def figure1_spec(target=None) -> Spec:
     cache = next(lv.name for lv in tgt.levels if lv.kind == "cache")
     lims = PAPER_LIMITS if len(tgt.levels) == len(PAPER_LIMITS) else tgt.max_limits()
     limits = ", ".join(map(str, lims))
-    return parse_spec(f"(MatmulAccum(1x4x4x16, (f32, {scalar}, row_major), (f32, {vector}, row_major, v8), "
-                      f"(f32, {cache}, row_major), serial), [{limits}])", tgt)
+    return parse_spec(
+        f"(MatmulAccum(1x4x4x16, (f32, {scalar}, row_major), (f32, {vector}, row_major, v8), "
+        f"(f32, {cache}, row_major), serial), [{limits}])",
+        tgt,
+    )
 
 
 def figure1(target=None):
     """Paper Figure 1, completed: tile, move the output into vector registers, select kernels."""
     spec = figure1_spec(target)
     vector = spec.operands[1].level
-    return (spec.tile([1, 1, 1, 16])
-                .move_param(2, vector, "row_major", vector_size=8)
-                .select("BroadcastVecMultAdd")
-                .subschedule([0, 0], lambda load: load.select("VectorAssign"))
-                .subschedule([0, 2], lambda store: store.select("VectorAssign")))
+    return (
+        spec.tile([1, 1, 1, 16])
+        .move_param(2, vector, "row_major", vector_size=8)
+        .select("BroadcastVecMultAdd")
+        .subschedule([0, 0], lambda load: load.select("VectorAssign"))
+        .subschedule([0, 2], lambda store: store.select("VectorAssign"))
+    )
 
 
 FIGURE1 = figure1_spec().text()

@@ -13,14 +13,15 @@ The paper prints the contiguity factor as "[t is contiguous] + 1"; Morello's cod
 (imp/allocs.rs, move_cost) doubles the cost of *non*-contiguous tensors, which is the
 intended meaning, and is what we do.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
 
 from .ir import Alloc, Impl, Loop, SpecHole
-from .spec import TensorSpec
 from .rewrites import for_node
+from .spec import TensorSpec
 from .target import Target
 
 

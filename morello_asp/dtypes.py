@@ -1,4 +1,5 @@
 """Element types a tensor can hold, with the facts codegen and the cost model need."""
+
 from __future__ import annotations
 
 from enum import Enum
@@ -35,7 +36,7 @@ class Dtype(Enum):
         return ", ".join(d.short for d in cls)
 
     @classmethod
-    def parse(cls, text: str) -> "Dtype":
+    def parse(cls, text: str) -> Dtype:
         for d in cls:
             if d.short == text:
                 return d

@@ -4,30 +4,32 @@ The same tree feeds three consumers (C emission, numpy reference checks, z3 proo
 it has one small vocabulary: constants, variables, +, *, floor-division and modulo by
 positive constants.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 
 class Expr:
-    def __add__(self, other: "Expr | int") -> "Expr":
+    def __add__(self, other: Expr | int) -> Expr:
         return add(self, lift(other))
 
     __radd__ = __add__
 
-    def __mul__(self, other: "Expr | int") -> "Expr":
+    def __mul__(self, other: Expr | int) -> Expr:
         return mul(self, lift(other))
 
     __rmul__ = __mul__
 
-    def __floordiv__(self, k: int) -> "Expr":
+    def __floordiv__(self, k: int) -> Expr:
         return floordiv(self, k)
 
-    def __mod__(self, k: int) -> "Expr":
+    def __mod__(self, k: int) -> Expr:
         return mod(self, k)
 
-    def map_vars(self, fn: Callable[[str], "Expr"]) -> "Expr":
+    def map_vars(self, fn: Callable[[str], Expr]) -> Expr:
         raise NotImplementedError
 
     def to_c(self) -> str:
@@ -40,7 +42,7 @@ class Expr:
     def vars(self) -> set[str]:
         raise NotImplementedError
 
-    def subs(self, env: Mapping[str, "Expr | int"]) -> "Expr":
+    def subs(self, env: Mapping[str, Expr | int]) -> Expr:
         return self.map_vars(lambda n: lift(env[n]) if n in env else Var(n))
 
 
@@ -155,7 +157,7 @@ class Mod(Expr):
         return mod(self.term.map_vars(fn), self.k)
 
 
-def lift(x: "Expr | int") -> Expr:
+def lift(x: Expr | int) -> Expr:
     return x if isinstance(x, Expr) else Const(int(x))
 
 
@@ -164,7 +166,7 @@ def add(a: Expr, b: Expr) -> Expr:
     terms: list[Expr] = []
     const = 0
     for t in (a, b):
-        for u in (t.terms if isinstance(t, Add) else (t,)):
+        for u in t.terms if isinstance(t, Add) else (t,):
             if isinstance(u, Const):
                 const += u.value
             else:

@@ -8,9 +8,10 @@ files like any hand schedule, so a guide cannot produce an illegal program.
 
     synthesize(spec, guide="blis", db=...)         morello-asp synth SPEC --guide blis
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .errors import ScheduleError
 from .ir import Impl, SpecHole

@@ -4,12 +4,14 @@ Nodes hold their spec and children only; costs, peaks and listings are computed 
 `cost.py` and `printer.py` so the tree stays a plain value that JSON, codegen and the
 z3 checker can all walk.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import product as iproduct
 from math import prod
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from .schedulable import Schedulable
 from .spec import Spec, TensorSpec
@@ -25,17 +27,17 @@ class Impl(Schedulable):
     spec: Spec
 
     @property
-    def children(self) -> tuple["Impl", ...]:
+    def children(self) -> tuple[Impl, ...]:
         return ()
 
-    def with_children(self, children) -> "Impl":
+    def with_children(self, children) -> Impl:
         return self
 
-    def _program(self) -> "Impl":
+    def _program(self) -> Impl:
         return self
 
     @property
-    def cost(self) -> "Cost":
+    def cost(self) -> Cost:
         """Cost, peak memory and depth under the spec's target (paper 3)."""
         from .cost import compute_cost
 
@@ -46,7 +48,7 @@ class Impl(Schedulable):
 
         return listing(self)
 
-    def synthesize_all(self, db: Any = None, rules=(), progress=None) -> "Impl":
+    def synthesize_all(self, db: Any = None, rules=(), progress=None) -> Impl:
         """Fill every open spec with its optimal implementation (paper 2.3)."""
         from .synthesis import synthesize_all
 
@@ -58,21 +60,21 @@ class Impl(Schedulable):
 
         return to_c(self, self.spec.target, rules)
 
-    def compile(self, rules=()) -> "Program":
+    def compile(self, rules=()) -> Program:
         """Compile through cffi: a callable on numpy arrays."""
         from .codegen.api import compile_impl
 
         return compile_impl(self, self.spec.target, rules)
 
-    def benchmark(self, rules=(), **kw: Any) -> "BenchResult":
+    def benchmark(self, rules=(), **kw: Any) -> BenchResult:
         return self.compile(rules).benchmark(**kw)
 
-    def walk(self) -> Iterator["Impl"]:
+    def walk(self) -> Iterator[Impl]:
         yield self
         for c in self.children:
             yield from c.walk()
 
-    def holes(self) -> list[tuple[tuple[int, ...], "SpecHole"]]:
+    def holes(self) -> list[tuple[tuple[int, ...], SpecHole]]:
         """Open specs with their child-index paths."""
         out = []
 
@@ -146,8 +148,9 @@ class Loop(Impl):
         a loop has no per-iteration overhead (the cost model) and no C loop (codegen)."""
         looped = {d for d, s in enumerate(self.steps) if s > 1}
         dims = self.spec.k.operand_dims(len(self.spec.shape))
-        return any(op.level in register_levels and looped.intersection(dims[i])
-                   for i, op in enumerate(self.spec.operands))
+        return any(
+            op.level in register_levels and looped.intersection(dims[i]) for i, op in enumerate(self.spec.operands)
+        )
 
     def regions(self):
         """(offset, region shape) of each boundary body, in `boundaries` order."""

@@ -4,10 +4,11 @@ Each kind says which spec dimensions each operand spans; tiling, boundary region
 reference semantics and codegen all work from that projection, so a new kind is a new
 table row (plus its numpy semantics) rather than new control flow.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,9 @@ def _k(rank: int):
 
 KINDS: dict[str, Kind] = {
     "Matmul": Kind("Matmul", 4, _matmul_dims, 2, _k, ("lhs", "rhs", "out")),
-    "MatmulAccum": Kind("MatmulAccum", 4, _matmul_dims, 2, _k, ("lhs", "rhs", "out"), accum_of="Matmul", init_kind="Zero"),
+    "MatmulAccum": Kind(
+        "MatmulAccum", 4, _matmul_dims, 2, _k, ("lhs", "rhs", "out"), accum_of="Matmul", init_kind="Zero"
+    ),
     "Zero": Kind("Zero", None, _elementwise(1), 0, _none, ("out",)),
     "Move": Kind("Move", None, _elementwise(2), 1, _none, ("src", "dst")),
 }

@@ -6,6 +6,7 @@ dimension and is either the whole (remaining) dimension (`dyn`), a fixed-size pa
 back to front: each physical dimension adds `alpha * ((d // v) mod s)`, where `alpha` is
 the volume already covered and `v` the part of logical dimension `d` already covered.
 """
+
 from __future__ import annotations
 
 import re
@@ -13,7 +14,6 @@ from dataclasses import dataclass
 from math import prod
 
 from .expr import Const, Expr, Var, floordiv, lift, mod
-
 
 MAX_INT32 = 2**31 - 1  # pack sizes reach the logic files, whose integers are 32-bit
 
@@ -55,11 +55,11 @@ class Layout:
 
     # ---- construction and text -------------------------------------------------
     @staticmethod
-    def row_major(rank: int) -> "Layout":
+    def row_major(rank: int) -> Layout:
         return Layout(tuple(PhysDim(i) for i in range(rank)))
 
     @staticmethod
-    def col_major(rank: int) -> "Layout":
+    def col_major(rank: int) -> Layout:
         """Batched column-major: the last two logical dimensions swapped."""
         order = list(range(rank))
         if rank >= 2:
@@ -67,7 +67,7 @@ class Layout:
         return Layout(tuple(PhysDim(i) for i in order))
 
     @staticmethod
-    def parse(text: str, rank: int, validate: bool = True) -> "Layout":
+    def parse(text: str, rank: int, validate: bool = True) -> Layout:
         text = text.strip()
         if text == "row_major":
             return Layout.row_major(rank)

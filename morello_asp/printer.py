@@ -1,4 +1,5 @@
 """Program listings in the paper's style, one line per node with its cost."""
+
 from __future__ import annotations
 
 from .cost import compute_cost

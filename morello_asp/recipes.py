@@ -13,6 +13,7 @@ every open spec of a program generically, so that any shape -- boundaries multip
 holes -- can be finished by hand: `complete(imp, scalar)` down to scalar kernels,
 `complete(imp, reg_block)` for MatmulAccum blocks held in vector registers.
 """
+
 from __future__ import annotations
 
 from .ir import Impl, SpecHole
@@ -34,6 +35,7 @@ def _vregs(p) -> str:
 def _memory(p) -> str:
     return leaf_spec(p).target.memory_level.name
 
+
 MR, NR = 6, 16  # register tile: 6 rows x 16 columns = 12 vectors of 8 f32
 
 
@@ -48,7 +50,9 @@ def _k_step(h):
     cache, vregs = _cache(h), _vregs(h)
     h = h.move_param(1, cache, PACK).move_param(1, vregs, PACK, vector_size=8)
     h = h.subschedule([0, 0], lambda load: load.select("VectorAssign"))
-    return h.subschedule([0, 1], lambda body: body.tile([1, 1, 1, NR]).move_param(0, cache).select("BroadcastVecMultAdd"))
+    return h.subschedule(
+        [0, 1], lambda body: body.tile([1, 1, 1, NR]).move_param(0, cache).select("BroadcastVecMultAdd")
+    )
 
 
 def _register_block(h):
@@ -88,7 +92,7 @@ def fast_matmul(m: int = 512, k: int = 512, n: int = 512, dtype: str = "f32", mr
     if n > NR:
         imp = imp.tile([1, m, k, NR])  # loop over 16-wide panels of B (and of C)
     if m > mr:  # loop over mr-row blocks of A (and of C); a remainder block is a boundary
-        (path, _), = imp.holes()
+        ((path, _),) = imp.holes()
         imp = imp.subschedule(path, lambda panel: panel.tile([1, mr, k, NR]))
     for path, _hole in imp.holes():
         imp = imp.subschedule(path, _register_block)
@@ -154,7 +158,7 @@ def reg_block(h):
         b = to_l1(b, [1])
         b = b.move_param(1, _vregs(b), rlay, vector_size=vs)
         b = complete_kind(b, "Move", lambda m: m.select("VectorAssign"))
-        inner = lambda x: (x.tile([1, 1, 1, c]) if leaf_spec(x).shape[1] > 1 else x)  # noqa: E731
+        inner = lambda x: x.tile([1, 1, 1, c]) if leaf_spec(x).shape[1] > 1 else x  # noqa: E731
         return complete(b, lambda x: to_l1(inner(x), [0]).select("BroadcastVecMultAdd"))
 
     def accumulate(x):

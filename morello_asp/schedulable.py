@@ -5,9 +5,11 @@ the same name in morello_asp.schedule, so `spec.tile(...).move_param(...)` chain
 This module imports nothing of the package at load time, so Spec and Impl can inherit
 from it without an import cycle.
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .ir import Impl
@@ -19,10 +21,10 @@ class Schedulable:
     """Rewrites of the open spec a value stands for: the spec itself, or the sole open
     non-Move spec of a partial program (use `subschedule` to pick another)."""
 
-    def _program(self) -> "Spec | Impl":
+    def _program(self) -> Spec | Impl:
         raise NotImplementedError  # Spec and Impl return themselves
 
-    def tile(self, shape: Sequence[int], parallel: bool = False) -> "Impl":
+    def tile(self, shape: Sequence[int], parallel: bool = False) -> Impl:
         """Spec(N) -> loop over tiles: Spec(tile), plus one boundary spec per leftover
         region. `shape` has one size per spec dimension (b, m, k, n for Matmul).
 
@@ -32,26 +34,27 @@ class Schedulable:
 
         return schedule.tile(self._program(), shape, parallel)
 
-    def split(self, k: int) -> "Impl":
+    def split(self, k: int) -> Impl:
         """An accumulating spec -> loop over its reduction in steps of k.
 
-            MatmulAccum(1x4x64x4).split(16)  ->  tile (4 trips): MatmulAccum(1x4x16x4)
+        MatmulAccum(1x4x64x4).split(16)  ->  tile (4 trips): MatmulAccum(1x4x16x4)
         """
         from . import schedule
 
         return schedule.split(self._program(), k)
 
-    def to_accum(self) -> "Impl":
+    def to_accum(self) -> Impl:
         """Matmul -> block: Zero(out); MatmulAccum(lhs, rhs, out).
 
-            Matmul(1x4x4x4).to_accum()  ->  block: [Zero(1x4x4), MatmulAccum(1x4x4x4)]
+        Matmul(1x4x4x4).to_accum()  ->  block: [Zero(1x4x4), MatmulAccum(1x4x4x4)]
         """
         from . import schedule
 
         return schedule.to_accum(self._program())
 
-    def move_param(self, operand: int, level: str, layout: "str | Layout" = "row_major",
-                   vector_size: int | None = None) -> "Impl":
+    def move_param(
+        self, operand: int, level: str, layout: str | Layout = "row_major", vector_size: int | None = None
+    ) -> Impl:
         """Spec(.., t, ..) -> alloc t' at `level` in `layout`: [load t -> t'] Spec(.., t', ..)
         [store t' -> t] (loads for inputs, stores for outputs, none for a cache move).
 
@@ -61,7 +64,7 @@ class Schedulable:
 
         return schedule.move_param(self._program(), operand, level, layout, vector_size)
 
-    def select(self, kernel: str) -> "Impl":
+    def select(self, kernel: str) -> Impl:
         """Spec -> the target microkernel `kernel` (e.g. BroadcastVecMultAdd), if the
         target's rules apply it to the spec.
 
@@ -71,10 +74,10 @@ class Schedulable:
 
         return schedule.select(self._program(), kernel)
 
-    def subschedule(self, path: Sequence[int], fn: Callable[["Impl"], "Impl"]) -> "Impl":
+    def subschedule(self, path: Sequence[int], fn: Callable[[Impl], Impl]) -> Impl:
         """Apply `fn` to the child at `path` (child indices from this program's root).
 
-            prog.subschedule([0], lambda load: load.select("VectorAssign"))
+        prog.subschedule([0], lambda load: load.select("VectorAssign"))
         """
         from . import schedule
 

@@ -6,9 +6,10 @@ leaves, then grows the tree. Spec and every program node have the same primitive
 methods (morello_asp.schedulable). With several open specs, a rewrite goes to the sole
 non-Move one (default child selection); otherwise use `subschedule(path, fn)`.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from . import rewrites
 from .errors import LegalityError, ScheduleError
@@ -56,7 +57,9 @@ def _default_hole(impl: Impl) -> tuple[int, ...]:
     if len(non_move) == 1:
         return non_move[0]
     listing = "; ".join(f"{list(p)}: {h.spec.short()}" for p, h in holes)
-    raise ScheduleError(f"{len(holes)} open specs and no sole non-Move one; pick one with subschedule(path, fn): {listing}")
+    raise ScheduleError(
+        f"{len(holes)} open specs and no sole non-Move one; pick one with subschedule(path, fn): {listing}"
+    )
 
 
 def leaf_spec(p: Program) -> Spec:
@@ -101,8 +104,9 @@ def to_accum(p: Program) -> Impl:
     return apply(p, rewrites.to_accum.action())
 
 
-def move_param(p: Program, operand: int, level: str, layout: str | Layout = "row_major",
-               vector_size: int | None = None) -> Impl:
+def move_param(
+    p: Program, operand: int, level: str, layout: str | Layout = "row_major", vector_size: int | None = None
+) -> Impl:
     """A new buffer for one operand; see Schedulable.move_param. A packed layout must be
     a bijection onto its buffer, which z3 proves before the rules are asked."""
     leaf = leaf_spec(p)

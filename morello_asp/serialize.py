@@ -1,5 +1,6 @@
 """Programs on disk: a stable JSON form that records every node's spec, so a saved
 program can be run, benchmarked or verified without re-running the rules."""
+
 from __future__ import annotations
 
 import json
@@ -27,9 +28,14 @@ def target_ref(target: Target) -> str:
 def to_json(impl: Impl, rules=()) -> dict:
     """The program, its target and the rule files whose kernels it may use."""
     tgt = impl.spec.target
-    return {"format": FORMAT, "version": VERSION, "target": target_ref(tgt),
-            "target_extra": [str(Path(f).resolve()) for f in tgt.files[1:]],
-            "rules": [str(rule_file(r)) for r in rules], "program": _node(impl)}
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "target": target_ref(tgt),
+        "target_extra": [str(Path(f).resolve()) for f in tgt.files[1:]],
+        "rules": [str(rule_file(r)) for r in rules],
+        "program": _node(impl),
+    }
 
 
 def _node(n: Impl) -> dict:

@@ -1,14 +1,16 @@
 """Specs and tensor specs (paper 2.2), their text form, validation and canonical form."""
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
 from math import prod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from .dtypes import Dtype
 from .errors import SpecError, SpecSyntaxError, SpecTypeError
-from .kinds import KINDS, kind as get_kind
+from .kinds import KINDS
+from .kinds import kind as get_kind
 from .layout import Layout, LayoutError
 from .schedulable import Schedulable
 from .target import Target, as_target, get_target
@@ -26,7 +28,7 @@ class TensorSpec:
     contig: int | None = None  # None: fully contiguous (filled in by canonical())
     vector_size: int | None = None
 
-    def canonical(self, shape, target: Target) -> "TensorSpec":
+    def canonical(self, shape, target: Target) -> TensorSpec:
         """Equal tensors get equal specs: contiguousness defaults to full, a single value
         is contiguous and row-major, register tensors are always aligned."""
         lay = self.layout
@@ -38,7 +40,7 @@ class TensorSpec:
             # dimensions run in increasing order is row-major for this shape.
             order = [p.dim for p in lay.pdims if shape[p.dim] > 1]
             if order == sorted(order) and lay != Layout.row_major(len(shape)):
-                adjacent = {p.dim for p in lay.pdims[len(lay.pdims) - contig:]} if contig else set()
+                adjacent = {p.dim for p in lay.pdims[len(lay.pdims) - contig :]} if contig else set()
                 lay = Layout.row_major(len(shape))
                 contig = 0
                 for p in reversed(lay.pdims):
@@ -103,7 +105,7 @@ class Spec(Schedulable):
     # The DP builds millions of specs that differ from a known one only in their limits;
     # dataclasses.replace and re-hashing dominated its profile.
     @property
-    def without_limits(self) -> "Spec":
+    def without_limits(self) -> Spec:
         """The spec class (limits dropped), computed once per object."""
         c = self.__dict__.get("_class")
         if c is None:
@@ -111,17 +113,23 @@ class Spec(Schedulable):
             object.__setattr__(self, "_class", c)
         return c
 
-    def with_limits(self, limits: tuple[int, ...]) -> "Spec":
+    def with_limits(self, limits: tuple[int, ...]) -> Spec:
         s = object.__new__(Spec)
         d = s.__dict__
         d["kind"], d["shape"], d["operands"], d["serial"], d["limits"], d["target"] = (
-            self.kind, self.shape, self.operands, self.serial, limits, self.target)
+            self.kind,
+            self.shape,
+            self.operands,
+            self.serial,
+            limits,
+            self.target,
+        )
         d["_class"] = self.without_limits
         return s
 
     # ---- derived facts -------------------------------------------------------------
     @property
-    def k(self) -> "Kind":
+    def k(self) -> Kind:
         return get_kind(self.kind)
 
     @property
@@ -136,16 +144,16 @@ class Spec(Schedulable):
     def volume(self) -> int:
         return prod(self.shape)
 
-    def with_operand(self, i: int, ts: TensorSpec) -> "Spec":
+    def with_operand(self, i: int, ts: TensorSpec) -> Spec:
         ops = list(self.operands)
         ops[i] = ts
         return replace(self, operands=tuple(ops)).canonical()
 
-    def canonical(self) -> "Spec":
+    def canonical(self) -> Spec:
         ops = tuple(t.canonical(s, self.target) for t, s in zip(self.operands, self.operand_shapes))
         return replace(self, operands=ops)
 
-    def validate(self, target: Target | None = None, buffers: bool = True) -> "Spec":
+    def validate(self, target: Target | None = None, buffers: bool = True) -> Spec:
         """Raise SpecError unless the spec is well formed; with `buffers`, its operands
         are whole buffers (a program's arguments), so their layouts may not pad them
         (a sub-spec's operands are views into larger buffers, where a pack may exceed
@@ -153,13 +161,18 @@ class Spec(Schedulable):
         target = target or self.target
         k = self.k
         if k.rank is not None and len(self.shape) != k.rank:
-            raise SpecError(f"{self.kind} takes {k.rank} dimensions ({'x'.join(k.dim_names(k.rank))}), got {len(self.shape)}")
+            raise SpecError(
+                f"{self.kind} takes {k.rank} dimensions ({'x'.join(k.dim_names(k.rank))}), got {len(self.shape)}"
+            )
         if any(d < 1 for d in self.shape):
             raise SpecError(f"dimensions must be positive: {self.shape}")
         if len(self.operands) != k.arity(len(self.shape)):
             raise SpecError(f"{self.kind} takes {k.arity(len(self.shape))} tensor specs, got {len(self.operands)}")
         if len(self.limits) != len(target.levels):
-            raise SpecError(f"memory limits need {len(target.levels)} entries ({', '.join(target.level_names)}), got {len(self.limits)}")
+            raise SpecError(
+                f"memory limits need {len(target.levels)} entries ({', '.join(target.level_names)}), got "
+                f"{len(self.limits)}"
+            )
         for lim, lv in zip(self.limits, target.levels):
             if lim < 0:
                 raise SpecError(f"memory limit for {lv.name} is negative")
@@ -170,8 +183,10 @@ class Spec(Schedulable):
             except LayoutError as e:
                 raise SpecError(f"operand {i}: {e}") from None
             if buffers and not t.layout.buffer_ok(shp):
-                raise SpecError(f"operand {i}: layout {t.layout} does not fit shape {'x'.join(map(str, shp))}: "
-                                "a pack must divide its dimension (a padded buffer is not supported)")
+                raise SpecError(
+                    f"operand {i}: layout {t.layout} does not fit shape {'x'.join(map(str, shp))}: "
+                    "a pack must divide its dimension (a padded buffer is not supported)"
+                )
             vol = prod(shp)
             if target.holds_vectors(t.level):
                 if not t.vector_size:
@@ -188,7 +203,7 @@ class Spec(Schedulable):
                 raise SpecError(f"operand {i}: a vector size is only meaningful in {vl}, not {t.level}")
         return self
 
-    def _program(self) -> "Spec":
+    def _program(self) -> Spec:
         return self
 
     def synthesize(self, db=None, rules=(), progress=None, guide: str | None = None):
@@ -213,7 +228,6 @@ class Spec(Schedulable):
     __str__ = text
 
 
-
 # ----------------------------------------------------------------------------- parsing
 
 _TOKEN = re.compile(r"\s*(?:(?P<num>[0-9]+)|(?P<word>[A-Za-z_][A-Za-z_0-9]*)|(?P<punct>[(),\[\]×x]))")
@@ -227,7 +241,7 @@ class _Parser:
         self.text = text
         self.pos = 0
 
-    def error(self, expected: str):
+    def error(self, expected: str) -> NoReturn:
         snippet = self.text[self.pos : self.pos + 20]
         found = repr(snippet) if snippet else "the end of the text"
         raise SpecSyntaxError(f"at column {self.pos + 1}: expected {expected}, found {found}")
@@ -325,8 +339,10 @@ class _Parser:
                 full = layout.full_contiguity()
                 if contig > full:
                     self.pos = fpos
-                    self.error(f"cN with N at most {full} (contiguity counts the physical dimensions of layout "
-                               f"{layout}, which has {full})")
+                    self.error(
+                        f"cN with N at most {full} (contiguity counts the physical dimensions of layout "
+                        f"{layout}, which has {full})"
+                    )
             elif re.fullmatch(r"v[0-9]+", flag):
                 vsize = int(flag[1:])
                 if not 1 <= vsize <= INT_MAX:
@@ -399,11 +415,11 @@ def parse_spec(text: str, target: Target | str | None = None, buffers: bool = Tr
     if full:
         if p.maybe(","):
             p.eat("[")
-            limits = [p.number("a memory limit")]
+            given = [p.number("a memory limit")]
             while p.maybe(","):
-                limits.append(p.number("a memory limit"))
+                given.append(p.number("a memory limit"))
             p.eat("]")
-            limits = tuple(limits)
+            limits = tuple(given)
         p.eat(")")
     p.skip_ws()
     if p.pos != len(p.text):
@@ -425,8 +441,10 @@ def _check_sizes(spec: Spec) -> None:
     for i, (t, shp) in enumerate(zip(spec.operands, spec.operand_shapes)):
         nbytes = prod(shp) * t.dtype.nbytes
         if nbytes > INT_MAX:
-            raise SpecError(f"operand {i} ({'x'.join(map(str, shp))} {t.dtype}) takes {nbytes} bytes; the logic files "
-                            f"compute in 32-bit integers, so an operand may take at most {INT_MAX} bytes (2 GiB)")
+            raise SpecError(
+                f"operand {i} ({'x'.join(map(str, shp))} {t.dtype}) takes {nbytes} bytes; the logic files "
+                f"compute in 32-bit integers, so an operand may take at most {INT_MAX} bytes (2 GiB)"
+            )
 
 
 def parse_tensor_spec(text: str, rank: int) -> TensorSpec:

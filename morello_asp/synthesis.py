@@ -1,5 +1,6 @@
 """Public synthesis API: optimal programs for specs and for the open leaves of
 partially scheduled programs (paper 2.3, `synthesize_all`)."""
+
 from __future__ import annotations
 
 import warnings
@@ -14,8 +15,9 @@ if TYPE_CHECKING:
     from .solver.dp import Progress, Search
 
 
-def make_search(target: str | Target | None = None, rules=(), db: Any = None,
-                progress: "Progress | None" = None) -> "Search":
+def make_search(
+    target: str | Target | None = None, rules=(), db: Any = None, progress: Progress | None = None
+) -> Search:
     from morello_asp.solver.dp import Progress, Search
     from morello_asp.solver.engine import get_engine
     from morello_asp.solver.logic_files import check_rules
@@ -39,8 +41,14 @@ def open_db(db: Any, engine):
     return open_memo(Path(db), engine)
 
 
-def synthesize(spec: Spec | str, target: str | Target | None = None, rules=(), db: Any = None,
-               progress: "Progress | None" = None, guide: str | None = None) -> Impl:
+def synthesize(
+    spec: Spec | str,
+    target: str | Target | None = None,
+    rules=(),
+    db: Any = None,
+    progress: Progress | None = None,
+    guide: str | None = None,
+) -> Impl:
     """The lowest-cost implementation of `spec` under the cost model, for `target`
     (default: the spec's own; a spec text is parsed for it); with `guide` (a name in
     morello_asp.guides.GUIDES), the lowest-cost completion of that guide's hand-scheduled
@@ -63,7 +71,7 @@ def synthesize(spec: Spec | str, target: str | Target | None = None, rules=(), d
             search.progress.done()
 
 
-def synthesize_all(impl: Impl, db: Any = None, rules=(), progress: "Progress | None" = None) -> Impl:
+def synthesize_all(impl: Impl, db: Any = None, rules=(), progress: Progress | None = None) -> Impl:
     """Complete a partial program: every open spec gets its optimal implementation,
     for the program's own target."""
     search = make_search(impl.spec.target, rules, db, progress)

@@ -3,6 +3,7 @@
 Python never parses the fact file itself: clingo grounds it and we read the atoms, so a
 target written with rules (e.g. levels derived from other facts) works as well.
 """
+
 from __future__ import annotations
 
 import functools
@@ -70,7 +71,7 @@ class Target:
             if lv.name == name.upper():
                 return lv
         raise TargetError(
-            f"target {self.name} has no memory level {name!r}; levels: {', '.join(l.name for l in self.levels)}"
+            f"target {self.name} has no memory level {name!r}; levels: {', '.join(lv.name for lv in self.levels)}"
         )
 
     @property
@@ -147,7 +148,9 @@ def target_entry(name_or_path: str | Path) -> Path:
     if cand.exists():
         return cand
     known = sorted(q.stem for q in (ENCODINGS / "targets").glob("*.lp"))
-    raise TargetError(f"unknown target {name_or_path!r}; known targets: {', '.join(known)} (or pass a path to a .lp file)")
+    raise TargetError(
+        f"unknown target {name_or_path!r}; known targets: {', '.join(known)} (or pass a path to a .lp file)"
+    )
 
 
 def rule_file(name_or_path: str | Path) -> Path:
@@ -185,19 +188,21 @@ def load_target_file(entry: Path, extra: tuple[Path, ...] = ()) -> Target:
 
     prefixes = {str(n).upper(): str(p) for n, p in atoms.get("tgt_level_prefix", [])}
     levels = sorted(
-        (Level(str(n).upper(), i, cap, str(u), w, str(k), prefixes.get(str(n).upper(), str(n)[0].lower()))
-         for n, i, cap, u, w, k in atoms.get("tgt_level", [])),
+        (
+            Level(str(n).upper(), i, cap, str(u), w, str(k), prefixes.get(str(n).upper(), str(n)[0].lower()))
+            for n, i, cap, u, w, k in atoms.get("tgt_level", [])
+        ),
         key=lambda lv: lv.index,
     )
     if not levels:
         raise TargetError(f"target {entry}: no tgt_level/6 facts")
-    if [l.index for l in levels] != list(range(len(levels))):
+    if [lv.index for lv in levels] != list(range(len(levels))):
         raise TargetError(f"target {entry}: tgt_level indices must be 0..{len(levels) - 1}")
-    for l in levels:
-        if l.unit not in ("value", "vector", "line", "byte") or l.kind not in ("register", "cache", "memory"):
-            raise TargetError(f"target {entry}: bad tgt_level for {l.name}: unit {l.unit}, kind {l.kind}")
+    for lv in levels:
+        if lv.unit not in ("value", "vector", "line", "byte") or lv.kind not in ("register", "cache", "memory"):
+            raise TargetError(f"target {entry}: bad tgt_level for {lv.name}: unit {lv.unit}, kind {lv.kind}")
     setup, per_iter = one("tgt_parallel_overhead")
-    names = {l.name for l in levels}
+    names = {lv.name for lv in levels}
     move_overhead = {}
     for lv, c in atoms.get("tgt_move_overhead", []):
         if str(lv).upper() not in names or not isinstance(c, int) or c < 0:
@@ -230,12 +235,12 @@ def get_target(name_or_path: str | Path = DEFAULT_TARGET, extra: tuple[str, ...]
     return _load(str(target_entry(name_or_path)), tuple(str(Path(e).resolve()) for e in extra))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(entry: str, extra: tuple[str, ...]) -> Target:
     return load_target_file(Path(entry), tuple(Path(e) for e in extra))
 
 
-def as_target(t: "str | Path | Target | None") -> Target:
+def as_target(t: str | Path | Target | None) -> Target:
     """A Target from a name, a path to its entry file, or a Target (None: the default)."""
     if isinstance(t, Target):
         return t

@@ -4,6 +4,7 @@ grouped per spec, action and child, as plain tuples of strings and ints.
 This runs where clingo ran (a worker process, for big batches), so scanning the text is
 done in parallel too; the result pickles cheaply and the engine only turns it into Specs.
 """
+
 from __future__ import annotations
 
 import re
@@ -50,8 +51,10 @@ def parse(text: str, n: int) -> list[tuple[dict, dict, dict, dict]]:
     allocs: list[dict[str, tuple[str, int]]] = [dict() for _ in range(n)]
     found = RE["action"].findall(text)
     if len(found) != len(_ANY_ACTION.findall(text)):
-        raise RuleError("an action term nests more than three levels of parentheses; the answer reader "
-                         "(solver/answer.py) cannot read it")
+        raise RuleError(
+            "an action term nests more than three levels of parentheses; the answer reader "
+            "(solver/answer.py) cannot read it"
+        )
     for sid, a in found:
         acts[int(sid)][a] = {}
     for sid, a, why in RE["bad"].findall(text):

@@ -13,6 +13,7 @@ does not divide its volume) or not canonical is never asked of the table. `refut
 excludes such points: validity constraints are added to z3, and a model that still
 decodes to a non-spec is blocked and the query repeated.
 """
+
 from __future__ import annotations
 
 import json
@@ -120,7 +121,9 @@ class BoxSpace:
             if isinstance(v, int) and v <= 0:
                 ok_vrf = z3.BoolVal(False)
             else:
-                ok_vrf = z3.And(as_bool(v > 0), z3.Or([as_bool(v * nb == w) for w in widths]), as_bool(mod(vol, v) == 0))
+                ok_vrf = z3.And(
+                    as_bool(v > 0), z3.Or([as_bool(v * nb == w) for w in widths]), as_bool(mod(vol, v) == 0)
+                )
             cond = z3.If(as_bool(in_vrf), ok_vrf, as_bool(v == 0))
             if not is_true(cond):
                 out.append(cond)
@@ -167,7 +170,9 @@ class BoxSpace:
         lv = []
         for axes in self.ops:
             a = axes[0]
-            lv.append(self.levels[a] if isinstance(a, int) else "|".join(self.levels[self.lo_of(a):self.hi_of(a) + 1]))
+            lv.append(
+                self.levels[a] if isinstance(a, int) else "|".join(self.levels[self.lo_of(a) : self.hi_of(a) + 1])
+            )
         return f"{self.k['kind']}({dims}, {', '.join(lv)})"
 
     def axis_range(self, term) -> tuple[int, int]:

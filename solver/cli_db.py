@@ -1,4 +1,5 @@
 """`morello-asp db stats|compact|export|import|verify`: inspect, re-merge, ship and prove memo tables."""
+
 from __future__ import annotations
 
 import json
@@ -69,7 +70,7 @@ def stats(path: str) -> dict:
     """Specs covered = points inside the boxes (limit vectors count one by one)."""
     con = _connect(path)
     meta = dict(_rows(path, con, "SELECT k, v FROM meta"))
-    per = defaultdict(lambda: [0, 0, 0])
+    per: defaultdict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0])
     try:
         for key, lo, hi in _rows(path, con, "SELECT key, lo, hi FROM decisions"):
             k = json.loads(key)
@@ -85,11 +86,15 @@ def stats(path: str) -> dict:
     size = sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
     rects = sum(v[0] for v in per.values())
     covered = sum(v[1] for v in per.values())
-    return {"rectangles": rects, "specs_covered": covered,
-            "values_per_rectangle": round(covered / rects, 1) if rects else 0.0,
-            "integer_limit_vectors_covered": sum(v[2] for v in per.values()), "bytes": size,
-            "expanded_spec_classes": classes,
-            "per_kind": {f"{k} ({t})": {"rectangles": r, "specs_covered": c} for (k, t), (r, c, _) in per.items()}}
+    return {
+        "rectangles": rects,
+        "specs_covered": covered,
+        "values_per_rectangle": round(covered / rects, 1) if rects else 0.0,
+        "integer_limit_vectors_covered": sum(v[2] for v in per.values()),
+        "bytes": size,
+        "expanded_spec_classes": classes,
+        "per_kind": {f"{k} ({t})": {"rectangles": r, "specs_covered": c} for (k, t), (r, c, _) in per.items()},
+    }
 
 
 def export(path: str, out: str) -> int:
@@ -103,7 +108,10 @@ def export(path: str, out: str) -> int:
         with open(out, "w", encoding="utf-8") as f:
             f.write(json.dumps({"meta": {k: meta.get(k) for k in IDENTITY}}) + "\n")
             for key, lo, hi, val in rows:
-                f.write(json.dumps({"key": key, "lo": json.loads(lo), "hi": json.loads(hi), "value": json.loads(val)}) + "\n")
+                f.write(
+                    json.dumps({"key": key, "lo": json.loads(lo), "hi": json.loads(hi), "value": json.loads(val)})
+                    + "\n"
+                )
     except OSError as e:
         raise InputError(f"cannot write {out}: {e.strerror}") from None
     except ValueError as e:
@@ -139,7 +147,7 @@ def _read_jsonl(src: str) -> tuple[dict, list[tuple]]:
         raise bad(1, f"not JSON ({e})") from None
     meta = head.get("meta") if isinstance(head, dict) else None
     if not isinstance(meta, dict) or not all(isinstance(meta.get(k), str) for k in IDENTITY):
-        raise bad(1, f"the first line must be {{\"meta\": {{...}}}} with {', '.join(IDENTITY)}")
+        raise bad(1, f'the first line must be {{"meta": {{...}}}} with {", ".join(IDENTITY)}')
     if meta["schema"] != SCHEMA_VERSION:
         raise bad(1, f"schema {meta['schema']!r}; this version reads {SCHEMA_VERSION!r}")
     rows = []
@@ -150,9 +158,14 @@ def _read_jsonl(src: str) -> tuple[dict, list[tuple]]:
             o = json.loads(line)
             key, lo, hi, value = o["key"], o["lo"], o["hi"], o["value"]
             k = json.loads(key)
-            ok = (isinstance(k, dict) and isinstance(k.get("nlimits"), int) and isinstance(lo, list)
-                  and isinstance(hi, list) and len(lo) == len(hi) > k["nlimits"]
-                  and all(type(x) is int and type(y) is int and x <= y for x, y in zip(lo, hi)))
+            ok = (
+                isinstance(k, dict)
+                and isinstance(k.get("nlimits"), int)
+                and isinstance(lo, list)
+                and isinstance(hi, list)
+                and len(lo) == len(hi) > k["nlimits"]
+                and all(type(x) is int and type(y) is int and x <= y for x, y in zip(lo, hi))
+            )
             if not ok:
                 raise ValueError("a box needs a key with nlimits and integer corners lo <= hi of equal length")
             val = json.dumps(value, separators=(",", ":"), sort_keys=True)
@@ -177,7 +190,10 @@ def import_(path: str, src: str) -> int:
         con.execute("PRAGMA journal_mode=WAL")
         con.execute("BEGIN IMMEDIATE")
         con.execute("CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT)")
-        con.execute("CREATE TABLE IF NOT EXISTS decisions(seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT, lo TEXT, hi TEXT, value TEXT)")
+        con.execute(
+            "CREATE TABLE IF NOT EXISTS decisions(seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT, lo TEXT, "
+            "hi TEXT, value TEXT)"
+        )
         if not have:
             con.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
         con.executemany("INSERT INTO decisions(key, lo, hi, value) VALUES (?, ?, ?, ?)", rows)
@@ -204,13 +220,16 @@ def compact(path: str) -> tuple[int, int]:
             m._insert_box(key, lo, hi, decode_decision(val, key, list(lo)))
     except (ValueError, KeyError, TypeError, IndexError, MorelloError) as e:
         con.close()
-        raise MemoError(f"memo table {path} has a row this version cannot read ({type(e).__name__}: {e}); "
-                        "not compacting it") from None
+        raise MemoError(
+            f"memo table {path} has a row this version cannot read ({type(e).__name__}: {e}); not compacting it"
+        ) from None
     con.execute("BEGIN IMMEDIATE")
     con.execute("DELETE FROM decisions")
-    for key, seq, lo, hi, d in sorted(m.boxes(), key=lambda b: b[1]):
-        con.execute("INSERT INTO decisions(key, lo, hi, value) VALUES (?, ?, ?, ?)",
-                    (key, json.dumps(list(lo)), json.dumps(list(hi)), encode_decision(d)))
+    for key, _seq, lo, hi, d in sorted(m.boxes(), key=lambda b: b[1]):
+        con.execute(
+            "INSERT INTO decisions(key, lo, hi, value) VALUES (?, ?, ?, ?)",
+            (key, json.dumps(list(lo)), json.dumps(list(hi)), encode_decision(d)),
+        )
     con.execute("COMMIT")
     con.execute("VACUUM")
     con.close()
@@ -235,7 +254,9 @@ def verify(path: str, rules=(), limit: int | None = None, quiet: bool = False) -
     try:
         memo = open_memo(Path(path), engine)
     except MorelloError as e:
-        raise MorelloError(f"{e}\n(db verify checks a table against the logic files that built it: pass the same --rules)") from None
+        raise MorelloError(
+            f"{e}\n(db verify checks a table against the logic files that built it: pass the same --rules)"
+        ) from None
     show = not quiet and sys.stderr.isatty()
 
     def progress(text):
@@ -262,7 +283,7 @@ def register(sub) -> None:
     s.set_defaults(func=lambda a: print(json.dumps(stats(a.file), indent=2)) or 0)
     c = dsub.add_parser("compact", help="re-merge the rectangles")
     c.add_argument("file", metavar="FILE")
-    c.set_defaults(func=lambda a: print("%d rectangles -> %d" % compact(a.file)) or 0)
+    c.set_defaults(func=lambda a: print("{} rectangles -> {}".format(*compact(a.file))) or 0)
     e = dsub.add_parser("export", help="write the table as JSON lines")
     e.add_argument("file", metavar="FILE")
     e.add_argument("out", metavar="OUT.jsonl", type=output_file())
@@ -273,7 +294,15 @@ def register(sub) -> None:
     i.set_defaults(func=lambda a: print(f"{import_(a.file, a.src)} rectangles read") or 0)
     v = dsub.add_parser("verify", help="prove every rectangle's decision legal for every spec it holds (z3)")
     v.add_argument("file")
-    v.add_argument("--limit", type=int_range(1, what="a number of rectangles"), metavar="N", help="only the first N rectangles")
-    v.add_argument("--rules", action="append", default=[], metavar="FILE.lp|NAME", help="the extra rule files or rule sets the table was built with")
+    v.add_argument(
+        "--limit", type=int_range(1, what="a number of rectangles"), metavar="N", help="only the first N rectangles"
+    )
+    v.add_argument(
+        "--rules",
+        action="append",
+        default=[],
+        metavar="FILE.lp|NAME",
+        help="the extra rule files or rule sets the table was built with",
+    )
     v.add_argument("-q", "--quiet", action="store_true", help="no progress line, no list of unknowns")
     v.set_defaults(func=lambda a: verify(a.file, a.rules, a.limit, a.quiet))

@@ -1,4 +1,5 @@
 """`morello-asp synth`, `query` and `explain`: optimal programs from the rule files."""
+
 from __future__ import annotations
 
 import sys
@@ -30,11 +31,16 @@ def _interrupted(search, args) -> int:
     if args.db:
         classes = getattr(search.memo, "expansions_saved", 0)
         more = f" and {classes} expanded spec classes" if classes else ""
-        print(f"morello-asp: interrupted; {n} decisions kept in {args.db}{more}; run the same command to resume",
-              file=sys.stderr)
+        print(
+            f"morello-asp: interrupted; {n} decisions kept in {args.db}{more}; run the same command to resume",
+            file=sys.stderr,
+        )
     else:
-        print(f"morello-asp: interrupted; {n} decisions found, none kept (with --db FILE they are kept and a rerun "
-              "resumes)", file=sys.stderr)
+        print(
+            f"morello-asp: interrupted; {n} decisions found, none kept (with --db FILE they are kept and a rerun "
+            "resumes)",
+            file=sys.stderr,
+        )
     return 130
 
 
@@ -75,8 +81,10 @@ def _run_and_bench(imp, args):
             threads = None if args.numpy_threads == 0 else args.numpy_threads
             t = numpy_matmul_seconds(b, m, k, n, threads)
             gf = 2 * b * m * k * n / t / 1e9
-            print(f"numpy: {per_call(t)}/iter, {gf:.2f} GFLOP/s (OpenBLAS threads: {threads or 'all'}; timed from "
-                  f"Python, so its ~1 us call overhead dominates tiny sizes)")
+            print(
+                f"numpy: {per_call(t)}/iter, {gf:.2f} GFLOP/s (OpenBLAS threads: {threads or 'all'}; timed from "
+                f"Python, so its ~1 us call overhead dominates tiny sizes)"
+            )
             print(f"ratio (ours / numpy): {r.gflops / gf:.2f}")
     return 0
 
@@ -90,8 +98,11 @@ def _synth(args):
 
         partial = guided(spec, args.guide)
         if not args.quiet:
-            print(f"guide {args.guide}: {hand_rewrites(partial)} rewrites by hand, "
-                  f"{len(list(partial.holes()))} open specs left to synthesize", file=sys.stderr)
+            print(
+                f"guide {args.guide}: {hand_rewrites(partial)} rewrites by hand, "
+                f"{len(list(partial.holes()))} open specs left to synthesize",
+                file=sys.stderr,
+            )
     t0 = time.perf_counter()
     try:
         imp = search.build(spec) if partial is None else search.complete(partial)
@@ -104,8 +115,11 @@ def _synth(args):
     dt = time.perf_counter() - t0
     if not args.quiet:
         e = search.engine.stats
-        print(f"synthesized in {dt:.2f} s: {search.stats.solved} specs solved, {search.stats.memo_hits} memo hits, "
-              f"{e.specs} spec classes grounded in {e.calls} clingo calls ({e.seconds:.2f} s)", file=sys.stderr)
+        print(
+            f"synthesized in {dt:.2f} s: {search.stats.solved} specs solved, {search.stats.memo_hits} memo hits, "
+            f"{e.specs} spec classes grounded in {e.calls} clingo calls ({e.seconds:.2f} s)",
+            file=sys.stderr,
+        )
     if args.verify:
         try:
             from morello_asp.solver.verify import verify
@@ -159,20 +173,36 @@ def register(sub):
     def common(p):
         p.add_argument("spec", help='a spec, e.g. "Matmul(64x64x64, f32)" or the full paper syntax')
         p.add_argument("--target", default="avx2", help="target name or path to a target .lp file")
-        p.add_argument("--rules", action="append", metavar="FILE.lp|NAME", help="extra logic file, or an optional rule set of encodings/options/ by name, e.g. l1_ways (repeatable)")
+        p.add_argument(
+            "--rules",
+            action="append",
+            metavar="FILE.lp|NAME",
+            help="extra logic file, or an optional rule set of encodings/options/ by name, e.g. l1_ways (repeatable)",
+        )
         p.add_argument("--db", metavar="FILE", help="memo table file to reuse and grow")
 
     p = sub.add_parser("synth", help="synthesize the optimal program for a spec")
     common(p)
     p.add_argument("--emit", choices=["listing", "c", "json"], default="listing")
-    p.add_argument("--out", type=output_file(), metavar="FILE", help="save the program as JSON (for run, bench, verify)")
+    p.add_argument(
+        "--out", type=output_file(), metavar="FILE", help="save the program as JSON (for run, bench, verify)"
+    )
     p.add_argument("--run", action="store_true", help="compile, run on random inputs, check against numpy")
     p.add_argument("--bench", action="store_true", help="also time it beside numpy")
-    p.add_argument("--numpy-threads", type=int_range(0, 1024, "a number of threads"), default=1, metavar="N",
-                   help="OpenBLAS threads for the numpy timing of --bench (default 1, as ours is serial; 0: all)")
+    p.add_argument(
+        "--numpy-threads",
+        type=int_range(0, 1024, "a number of threads"),
+        default=1,
+        metavar="N",
+        help="OpenBLAS threads for the numpy timing of --bench (default 1, as ours is serial; 0: all)",
+    )
     p.add_argument("--verify", action="store_true", help="prove the program legal with z3")
-    p.add_argument("--guide", metavar="NAME", help="schedule the outer loops by a named guide (blis: packing, "
-                   "cache tiles, 6x16 blocks), then synthesize the rest; for large matmuls")
+    p.add_argument(
+        "--guide",
+        metavar="NAME",
+        help="schedule the outer loops by a named guide (blis: packing, "
+        "cache tiles, 6x16 blocks), then synthesize the rest; for large matmuls",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or statistics on stderr")
     p.set_defaults(func=_synth)
 

@@ -1,4 +1,5 @@
 """`morello-asp verify`: z3 proofs for a saved program or for one layout."""
+
 from __future__ import annotations
 
 from morello_asp.cli_args import program_file, shape
@@ -37,7 +38,11 @@ def register(sub):
     p.add_argument("program", nargs="?", help="program JSON saved by synth --out or morello_asp.serialize.save")
     p.add_argument("--layout", help='a layout to check, e.g. "[1, 0, 1 p(4)]"')
     p.add_argument("--shape", type=shape, help="tensor shape for --layout, e.g. 6x8")
-    p.add_argument("--rules", action="append", metavar="FILE.lp|NAME",
-                   help="extra logic file the program's kernels come from, besides those it was saved with")
+    p.add_argument(
+        "--rules",
+        action="append",
+        metavar="FILE.lp|NAME",
+        help="extra logic file the program's kernels come from, besides those it was saved with",
+    )
     p.add_argument("--all", action="store_true", help="list every obligation, not only failures")
     p.set_defaults(func=_verify)

@@ -15,6 +15,7 @@ kills it (PR_SET_PDEATHSIG), and each call has a time limit (`MORELLO_ASP_GROUND
 seconds, default 60, plus 0.1% of it per spec of the batch): a rule file that grounds
 for ever is reported, naming it, instead of hanging.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -38,9 +39,11 @@ from .answer import errors, parse
 ARGS = ("--verbose=0", "--warn=none", "--models=1")
 DEFAULT_TIMEOUT = 60.0
 # The signals clasp's application installs handlers for (measured with clingo 5.8).
-_CLASP_SIGNALS = tuple(s for s in ("SIGHUP", "SIGINT", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGTERM", "SIGXCPU")
-                       if hasattr(signal, s))
-_CLASP_SIGNALS = tuple(getattr(signal, s) for s in _CLASP_SIGNALS)
+_CLASP_SIGNALS: tuple[signal.Signals, ...] = tuple(
+    getattr(signal, s)
+    for s in ("SIGHUP", "SIGINT", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGTERM", "SIGXCPU")
+    if hasattr(signal, s)
+)
 
 
 class _App:
@@ -48,6 +51,7 @@ class _App:
     version = "1"
 
 
+_LIBC: ctypes.CDLL | None
 try:
     _LIBC = ctypes.CDLL(None, use_errno=True)
     _LIBC.sigaction  # noqa: B018  (present on every POSIX libc)
@@ -68,6 +72,8 @@ def _save_handlers():
 
 
 def _restore_handlers(saved) -> None:
+    if _LIBC is None:
+        return
     for s, buf in (saved or {}).items():
         _LIBC.sigaction(int(s), buf, None)
 
@@ -77,7 +83,7 @@ def clingo_main(args: list[str]) -> int:
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _CLASP_SIGNALS)
     saved = _save_handlers()
     try:
-        return clingo.clingo_main(_App(), args)
+        return clingo.clingo_main(_App(), args)  # type: ignore[arg-type]
     finally:
         _restore_handlers(saved)
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
@@ -145,8 +151,13 @@ def jobs() -> int:
 
 
 def ground_timeout(nspecs: int) -> float:
-    base = _env_number("MORELLO_ASP_GROUND_TIMEOUT", float, DEFAULT_TIMEOUT, 0.01,
-                       "a time limit in seconds for one clingo call, e.g. 60")
+    base = _env_number(
+        "MORELLO_ASP_GROUND_TIMEOUT",
+        float,
+        DEFAULT_TIMEOUT,
+        0.01,
+        "a time limit in seconds for one clingo call, e.g. 60",
+    )
     return base * (1 + nspecs / 1000)
 
 
@@ -154,12 +165,17 @@ def _timeout_error(files, nspecs: int, limit: float) -> RuleError:
     from .logic_files import is_shipped
 
     user = [f for f in files if not is_shipped(f)]
-    where = (f"the rule file{'s' if len(user) > 1 else ''} {', '.join(user)}" if user
-             else "the logic files " + ", ".join(Path(f).name for f in files))
+    where = (
+        f"the rule file{'s' if len(user) > 1 else ''} {', '.join(user)}"
+        if user
+        else "the logic files " + ", ".join(Path(f).name for f in files)
+    )
     batch = f" with a batch of {nspecs} spec{'s' if nspecs > 1 else ''}" if nspecs else ""
-    return RuleError(f"grounding {where}{batch} did not finish in {limit:.0f} s: a rule that derives ever larger "
-                     f"terms (such as n(X+1) :- n(X).) grounds for ever; set MORELLO_ASP_GROUND_TIMEOUT=SECONDS "
-                     f"to allow longer")
+    return RuleError(
+        f"grounding {where}{batch} did not finish in {limit:.0f} s: a rule that derives ever larger "
+        f"terms (such as n(X+1) :- n(X).) grounds for ever; set MORELLO_ASP_GROUND_TIMEOUT=SECONDS "
+        f"to allow longer"
+    )
 
 
 # ------------------------------------------------------------------------ workers
@@ -238,8 +254,12 @@ def _serve(w: _Worker, call) -> None:
             status, value = w.conn.recv()
         except (EOFError, OSError, ValueError):
             if w.error is None:  # it died by itself
-                shutdown(RuleError(f"a clingo worker process died while grounding{f' {n} specs' if n else ''} "
-                                   "(out of memory, or killed?)"))
+                shutdown(
+                    RuleError(
+                        f"a clingo worker process died while grounding{f' {n} specs' if n else ''} "
+                        "(out of memory, or killed?)"
+                    )
+                )
             _set(fut, exc=w.error)
             w.conn.close()
             return

@@ -13,6 +13,7 @@
   integer interval [peak, limit], and integers make that box exact, with no conservative
   rounding between powers of two. The limit axes are the last `len(spec.limits)` entries.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,6 +22,7 @@ from morello_asp.dtypes import Dtype
 from morello_asp.layout import Layout
 from morello_asp.spec import Spec, TensorSpec
 from morello_asp.target import Target, as_target
+
 
 def _pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
@@ -73,14 +75,22 @@ def from_coords(key: str, point: tuple[int, ...], target: Target | None = None) 
         shape = tuple(k["shape"])
     else:
         shape = tuple(1 << e for e in rest[: k["rank"]])
-        rest = rest[k["rank"]:]
+        rest = rest[k["rank"] :]
     kind_shapes = Spec(k["kind"], shape, (), target=target).operand_shapes
     ops = []
     for i, (dt, lay) in enumerate(k["ops"]):
-        lv, v, c, a = rest[4 * i: 4 * i + 4]
-        ops.append(TensorSpec(Dtype[dt], k["levels"][lv], Layout.parse(lay, len(kind_shapes[i]), validate=False),
-                              bool(a), None if c == -1 else c, v or None))
-    rest = rest[4 * len(k["ops"]):]
+        lv, v, c, a = rest[4 * i : 4 * i + 4]
+        ops.append(
+            TensorSpec(
+                Dtype[dt],
+                k["levels"][lv],
+                Layout.parse(lay, len(kind_shapes[i]), validate=False),
+                bool(a),
+                None if c == -1 else c,
+                v or None,
+            )
+        )
+    rest = rest[4 * len(k["ops"]) :]
     assert len(rest) == k["nlimits"]
     return Spec(k["kind"], shape, tuple(ops), k["serial"], tuple(rest), target)
 

@@ -5,6 +5,7 @@ The rule files are parsed once into clingo ASTs; each batch gets a fresh Control
 receives the parsed rules plus the batch's facts, so no text is re-parsed per call.
 Expansions are cached by spec.
 """
+
 from __future__ import annotations
 
 import time
@@ -21,7 +22,10 @@ from morello_asp.target import ENCODINGS, Target, as_target, rule_file
 
 from . import clingo_run
 from .facts import (
-    LayoutIds, build_child, layout_from_symbol, spec_facts,
+    LayoutIds,
+    build_child,
+    layout_from_symbol,
+    spec_facts,
 )
 
 __all__ = ["Action", "Engine", "Expansion", "get_engine"]
@@ -83,7 +87,9 @@ class Engine:
             lay = layout_from_symbol(term)
             ob = prove_catalog_layout(lay, a.symbol.arguments[0].number)
             if ob.status != "proved":
-                raise RuleError(f"layout_cand offers {lay}, which z3 does not prove: {ob.what}: {ob.status}: {ob.detail}")
+                raise RuleError(
+                    f"layout_cand offers {lay}, which z3 does not prove: {ob.what}: {ob.status}: {ob.detail}"
+                )
             facts.append(f"layout_id({term},{self.ids.id(lay)}).")
         return facts
 
@@ -173,7 +179,11 @@ class Engine:
                 for i, c in enumerate(part):
                     facts += spec_facts(i, c, self.target, self.ids)
                 chunks.append(facts)
-            answers = self._run_split(chunks, [len(p) for p in parts]) if n > 1 else [(0, self._run(chunks[0], len(parts[0])))]
+            answers = (
+                self._run_split(chunks, [len(p) for p in parts])
+                if n > 1
+                else [(0, self._run(chunks[0], len(parts[0])))]
+            )
             for j, parsed in answers:
                 for c, (exps, _) in zip(parts[j], self._decode(parts[j], parsed)):
                     self._class_cache[c] = exps
@@ -216,7 +226,7 @@ class Engine:
         term, extra = fam.request(spec, action, self)
         facts = spec_facts(0, spec, self.target, self.ids) + extra
         facts.append(f"requested(0,{term}).")
-        (exps, bads), = self._decode([spec], self._run(facts, 1), {0: action})
+        ((exps, bads),) = self._decode([spec], self._run(facts, 1), {0: action})
         reasons = bads.get(term, [])
         for e in exps:
             if e.action.name == action.name and fam.matches(e.action, action):
@@ -224,7 +234,10 @@ class Engine:
                 if fitted:
                     return fitted[0]
                 lv = self.target.levels[e.alloc[0]]
-                reasons.append(f"the new buffer needs {e.alloc[1]} {lv.unit}s of {lv.name} but only {spec.limits[e.alloc[0]]} are left")
+                reasons.append(
+                    f"the new buffer needs {e.alloc[1]} {lv.unit}s of {lv.name} but only {spec.limits[e.alloc[0]]} "
+                    "are left"
+                )
         why = "; ".join(dict.fromkeys(reasons)) or "no rule derives it"
         raise ScheduleError(f"{action} does not apply to {spec}: {why}")
 

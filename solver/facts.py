@@ -1,5 +1,6 @@
 """Spec <-> logic terms: the input facts written for each spec, and decoding of the
 child atoms the rule files derive. The predicate contract is in encodings/README.md."""
+
 from __future__ import annotations
 
 from math import prod
@@ -7,9 +8,9 @@ from math import prod
 import clingo
 
 from morello_asp.cost import move_cost
-from morello_asp.naming import camel, snake  # noqa: F401  (re-exported for the engine)
 from morello_asp.dtypes import Dtype
 from morello_asp.layout import Layout, PhysDim
+from morello_asp.naming import camel, snake  # noqa: F401  (re-exported for the engine)
 from morello_asp.spec import Spec, TensorSpec
 from morello_asp.target import Target
 
@@ -20,7 +21,9 @@ def layout_term(lay: Layout) -> str:
 
 
 def layout_from_symbol(sym: clingo.Symbol) -> Layout:
-    return Layout(tuple(PhysDim(a.arguments[0].number, a.arguments[1].name, a.arguments[2].number) for a in sym.arguments))
+    return Layout(
+        tuple(PhysDim(a.arguments[0].number, a.arguments[1].name, a.arguments[2].number) for a in sym.arguments)
+    )
 
 
 class LayoutIds:
@@ -49,17 +52,20 @@ class LayoutIds:
         return out
 
 
-def spec_facts(sid: int, spec: Spec, target: Target, ids: "LayoutIds") -> list[str]:
+def spec_facts(sid: int, spec: Spec, target: Target, ids: LayoutIds) -> list[str]:
     f = [f"spec({sid},{snake(spec.kind)}).", f"spec_rank({sid},{len(spec.shape)})."]
     f += [f"spec_dim({sid},{d},{n})." for d, n in enumerate(spec.shape)]
     if spec.serial:
         f.append(f"spec_serial({sid}).")
     f.append(f"spec_output({sid},{spec.output}).")
     f += [f"spec_reduction({sid},{d})." for d in spec.k.reduction(len(spec.shape))]
-    for op, (ts, dims, shape) in enumerate(zip(spec.operands, spec.k.operand_dims(len(spec.shape)), spec.operand_shapes)):
+    for op, (ts, dims, shape) in enumerate(
+        zip(spec.operands, spec.k.operand_dims(len(spec.shape)), spec.operand_shapes)
+    ):
         lay = ts.layout
         f.append(
-            f"spec_operand({sid},{op},{ts.dtype.short},{ts.level.lower()},{int(ts.aligned)},{ts.contig},{ts.vector_size or 0},{ids.id(lay)})."
+            f"spec_operand({sid},{op},{ts.dtype.short},{ts.level.lower()},{int(ts.aligned)},{ts.contig},"
+            f"{ts.vector_size or 0},{ids.id(lay)})."
         )
         f += [f"spec_opdim({sid},{op},{j},{d})." for j, d in enumerate(dims)]
         f.append(f"spec_npdims({sid},{op},{lay.full_contiguity()}).")
@@ -81,8 +87,9 @@ def kind_name(sym: clingo.Symbol) -> str:
 _DTYPES = {d.short: d for d in Dtype}
 
 
-def build_child(kind: str, shape: tuple[int, ...], ops: tuple[tuple, ...], serial: bool, ids: "LayoutIds",
-                target: Target) -> Spec:
+def build_child(
+    kind: str, shape: tuple[int, ...], ops: tuple[tuple, ...], serial: bool, ids: LayoutIds, target: Target
+) -> Spec:
     """The canonical spec a child's atoms describe (kind in snake case, operands as
     (dtype, level, aligned, contiguity, vector size, layout id) text)."""
     operands = []

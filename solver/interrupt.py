@@ -6,6 +6,7 @@ update, and what it decided so far can be committed. While the main thread is on
 waiting (for clingo workers, in `threading` waits) there is nothing to protect, so the
 signal raises `Interrupted` there at once; a second signal also raises at once.
 """
+
 from __future__ import annotations
 
 import signal

@@ -4,6 +4,7 @@ ground (with no spec) within the time limit of a clingo call, in a worker proces
 so a rule that grounds for ever is reported naming its file instead of hanging. A
 symbolic constant that occurs in no other logic file but is one letter away from one
 that does (`vrff` for `vrf`) matches nothing and is reported as a warning."""
+
 from __future__ import annotations
 
 import difflib
@@ -16,8 +17,29 @@ from morello_asp.errors import InputError, RuleError
 _IDENT = re.compile(r"(?<![A-Za-z0-9_#'\"])([a-z_][A-Za-z0-9_']*)(\s*\()?")
 _COMMENT = re.compile(r"%\*.*?\*%|%[^\n]*", re.S)
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_KEYWORDS = {"not", "from", "import", "include", "const", "show", "defined", "external", "program", "minimize",
-             "maximize", "count", "sum", "sum_plus", "min", "max", "inf", "sup", "true", "false", "base"}
+_KEYWORDS = {
+    "not",
+    "from",
+    "import",
+    "include",
+    "const",
+    "show",
+    "defined",
+    "external",
+    "program",
+    "minimize",
+    "maximize",
+    "count",
+    "sum",
+    "sum_plus",
+    "min",
+    "max",
+    "inf",
+    "sup",
+    "true",
+    "false",
+    "base",
+}
 
 
 def is_shipped(f) -> bool:
@@ -43,8 +65,9 @@ def read_text(f, what: str = "rule file") -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
-        raise InputError(f"{what} {f} is not UTF-8 text (byte 0x{data[e.start]:02x} on line {line}); "
-                         "save it as UTF-8") from None
+        raise InputError(
+            f"{what} {f} is not UTF-8 text (byte 0x{data[e.start]:02x} on line {line}); save it as UTF-8"
+        ) from None
 
 
 def _strip(text: str) -> str:
@@ -76,8 +99,10 @@ def typo_warnings(user_file, user_text: str, other_texts: list[str]) -> list[str
         close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
         if close and abs(len(close[0]) - len(name)) <= 2:
             said.add(name)
-            out.append(f"rule file {user_file} line {line}: constant {name} occurs in no other logic file, so it "
-                       f"matches nothing; did you mean {close[0]}?")
+            out.append(
+                f"rule file {user_file} line {line}: constant {name} occurs in no other logic file, so it "
+                f"matches nothing; did you mean {close[0]}?"
+            )
     return out
 
 
@@ -117,8 +142,12 @@ def check_rules(target, rules) -> list[str]:
     them (see check_logic_files); returns warnings, only the first time a set of files
     (as they are now) is checked."""
     out = []
-    if target is not None and not hasattr(target, "files") and Path(str(target)).suffix == ".lp" \
-            and Path(str(target)).exists():
+    if (
+        target is not None
+        and not hasattr(target, "files")
+        and Path(str(target)).suffix == ".lp"
+        and Path(str(target)).exists()
+    ):
         out += check_logic_files([str(target)], "target file")
     if rules:
         out += check_logic_files(engine_files(target, rules))
@@ -156,8 +185,9 @@ def check_logic_files(files, what: str = "rule file") -> list[str]:
             why = "they have no answer set even without a spec (a constraint always fails)"
         raise RuleError(f"clingo cannot ground the {what}{'s' if len(user) > 1 else ''} {', '.join(user)}: {why}")
     if errors:
-        raise RuleError(f"the {what}{'s' if len(user) > 1 else ''} {', '.join(user)} report errors: "
-                        + "; ".join(errors))
+        raise RuleError(
+            f"the {what}{'s' if len(user) > 1 else ''} {', '.join(user)} report errors: " + "; ".join(errors)
+        )
     if stamp is not None:
         _CHECKED.add(stamp)
     return warnings

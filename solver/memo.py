@@ -6,13 +6,14 @@ optimal for every limit vector between P and L (fewer resources never lower the
 optimum, and the same subtree still fits), for all those limits at once. A decision
 with no action ("no implementation") holds for every limit at or below L.
 """
+
 from __future__ import annotations
 
 import json
 from bisect import insort
-from itertools import product
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import product
 from typing import Protocol
 
 from morello_asp.rewrites import Action
@@ -175,8 +176,8 @@ class RectMemo:
         corner = lo[:n]
         pts = [corner]
         for i in range(n):
-            pts.append(corner[:i] + (lo[i] - 1,) + corner[i + 1:])
-            pts.append(corner[:i] + (hi[i] + 1,) + corner[i + 1:])
+            pts.append(corner[:i] + (lo[i] - 1,) + corner[i + 1 :])
+            pts.append(corner[:i] + (hi[i] + 1,) + corner[i + 1 :])
         seen = set()
         for pt in pts:
             for b in g.get(pt, ()):
@@ -224,8 +225,9 @@ class RectMemo:
                 if m is None:
                     continue
                 first = min(b[0], cur[0])
-                if any(c[3] != decision and c[0] > first and _intersects(c[1], c[2], *m)
-                       for c in self._meeting(key, *m)):
+                if any(
+                    c[3] != decision and c[0] > first and _intersects(c[1], c[2], *m) for c in self._meeting(key, *m)
+                ):
                     continue
                 keep, drop = (b, cur) if b[0] < cur[0] else (cur, b)
                 self._unfile(key, drop)
@@ -277,6 +279,8 @@ def _union_box(alo, ahi, blo, bhi):
     i = diff[0]
     if alo[i] > bhi[i] + 1 or blo[i] > ahi[i] + 1:
         return None
-    lo = list(alo); hi = list(ahi)
-    lo[i] = min(alo[i], blo[i]); hi[i] = max(ahi[i], bhi[i])
+    lo = list(alo)
+    hi = list(ahi)
+    lo[i] = min(alo[i], blo[i])
+    hi[i] = max(ahi[i], bhi[i])
     return tuple(lo), tuple(hi)

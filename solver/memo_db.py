@@ -4,6 +4,7 @@ Every box change is written inside an open IMMEDIATE transaction that is committ
 `batch` changes and on flush/close/exit, so a kill -9 loses at most one uncommitted batch
 and a rerun resumes from the rest. The meta table records schema version, target and a
 hash of the logic files; a mismatch is refused rather than silently reused."""
+
 from __future__ import annotations
 
 import atexit
@@ -17,6 +18,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from morello_asp.errors import MemoError, MorelloError
+from morello_asp.rewrites import Action
 
 from .coords import from_coords
 from .memo import Decision, RectMemo
@@ -36,17 +38,24 @@ def logic_hash(files) -> str:
 
 def encode_decision(d: Decision) -> str:
     """Box values hold cost per unit of volume, a fraction: stored as text "n/d"."""
-    return json.dumps({"a": None if d.action is None else d.action.to_json(), "c": str(Fraction(d.cost)),
-                       "p": list(d.peak), "d": d.depth}, separators=(",", ":"), sort_keys=True)
+    return json.dumps(
+        {
+            "a": None if d.action is None else d.action.to_json(),
+            "c": str(Fraction(d.cost)),
+            "p": list(d.peak),
+            "d": d.depth,
+        },
+        separators=(",", ":"),
+        sort_keys=True,
+    )
 
 
 def decode_decision(text: str, key: str, lo) -> Decision:
-    from .engine import Action
 
     o = json.loads(text)
     a = None
     if o["a"] is not None:
-        ranks = [len(s) for s in from_coords(key, lo).operand_shapes]
+        ranks = tuple(len(s) for s in from_coords(key, lo).operand_shapes)
         a = Action.from_json(o["a"], ranks)
     return Decision(a, Fraction(o["c"]), tuple(o["p"]), o["d"])
 
@@ -56,8 +65,9 @@ def _tables(con: sqlite3.Connection) -> set[str]:
 
 
 def _damaged(path: Path, e: BaseException) -> MemoError:
-    return MemoError(f"memo table {path} cannot be read ({e}): the file is damaged or truncated; "
-                     "move it away to start a new table")
+    return MemoError(
+        f"memo table {path} cannot be read ({e}): the file is damaged or truncated; move it away to start a new table"
+    )
 
 
 def _declared_size(head: bytes) -> int:
@@ -95,8 +105,10 @@ def connect(path, create: bool = False) -> sqlite3.Connection:
         if head and head[: len(_SQLITE_MAGIC)] != _SQLITE_MAGIC:
             raise MemoError(f"{p} is not a memo table (not an SQLite database); refusing to touch it")
         if head and (len(head) < 100 or size < _declared_size(head)):
-            raise MemoError(f"memo table {p} is truncated ({size} bytes, its header declares {_declared_size(head)}); "
-                            "move it away to start a new table")
+            raise MemoError(
+                f"memo table {p} is truncated ({size} bytes, its header declares {_declared_size(head)}); "
+                "move it away to start a new table"
+            )
     try:
         con = sqlite3.connect(str(p), timeout=60, isolation_level=None)
         con.execute("PRAGMA busy_timeout=60000")
@@ -106,20 +118,24 @@ def connect(path, create: bool = False) -> sqlite3.Connection:
     if names and not ({"meta", "decisions"} <= names and names <= OUR_TABLES):
         con.close()
         shown = ", ".join(sorted(names - {"sqlite_sequence"})[:6])
-        raise MemoError(f"{p} is an SQLite database of something else (tables: {shown}), not a morello-asp memo "
-                        "table; refusing to touch it")
+        raise MemoError(
+            f"{p} is an SQLite database of something else (tables: {shown}), not a morello-asp memo "
+            "table; refusing to touch it"
+        )
     return con
 
 
 def _sql_errors(fn):
     """SQLite failures while a table is in use (disk full, read-only, damaged) become a
     MemoError naming the file."""
+
     @functools.wraps(fn)
     def wrapped(self, *a, **kw):
         try:
             return fn(self, *a, **kw)
         except sqlite3.DatabaseError as e:
             raise MemoError(f"memo table {self.path}: {e}") from None
+
     return wrapped
 
 
@@ -135,8 +151,16 @@ def _retry(fn, tries=50):
 
 
 class SqliteMemo(RectMemo):
-    def __init__(self, path: Path, target: str, levels, files_hash: str, batch: int = 200,
-                 refresh_every: float = 1.0, target_obj=None):
+    def __init__(
+        self,
+        path: Path,
+        target: str,
+        levels,
+        files_hash: str,
+        batch: int = 200,
+        refresh_every: float = 1.0,
+        target_obj=None,
+    ):
         super().__init__(levels)
         self.refresh_every = refresh_every
         self.path = Path(path)
@@ -156,15 +180,16 @@ class SqliteMemo(RectMemo):
                 self.con.close()
                 raise MemoError(
                     f"memo table {path} was built with {k}={have.get(k)!r} but this run has {k}={v!r}; "
-                    "use another file (or delete this one)")
+                    "use another file (or delete this one)"
+                )
         self._mine: set[int] = set()
         self._seen = 0
         self._refreshed = time.monotonic()
         self._ekeys: dict[str, int] = {}
         self._ekeys_by_id: dict[int, str] = {}
         self._kids: dict[tuple, object] = {}  # (key id, point) -> decoded spec class
-        self._actions: dict[tuple, object] = {}  # (action JSON text, ranks) -> Action
-        self._action_json: dict[object, dict] = {}
+        self._actions: dict[tuple, Action] = {}  # (action JSON text, ranks) -> Action
+        self._action_json: dict[Action, str] = {}
         self.expansions_loaded = 0
         self.expansions_saved = 0
         try:
@@ -180,8 +205,10 @@ class SqliteMemo(RectMemo):
             raise _damaged(self.path, e) from None
         except (ValueError, KeyError, TypeError, IndexError, MorelloError) as e:
             self.con.close()
-            raise MemoError(f"memo table {self.path} has a row this version cannot read ({type(e).__name__}: {e}); "
-                            "use another file (or delete this one)") from None
+            raise MemoError(
+                f"memo table {self.path} has a row this version cannot read ({type(e).__name__}: {e}); "
+                "use another file (or delete this one)"
+            ) from None
         for g in self._g.values():
             for bs in g.values():
                 bs.sort(key=lambda b: b[0])
@@ -196,11 +223,15 @@ class SqliteMemo(RectMemo):
             self.con.execute("BEGIN IMMEDIATE")
             try:
                 self.con.execute("CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT)")
-                self.con.execute("CREATE TABLE IF NOT EXISTS decisions(seq INTEGER PRIMARY KEY AUTOINCREMENT, "
-                                 "key TEXT, lo TEXT, hi TEXT, value TEXT)")
+                self.con.execute(
+                    "CREATE TABLE IF NOT EXISTS decisions(seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+                    "key TEXT, lo TEXT, hi TEXT, value TEXT)"
+                )
                 self.con.execute("CREATE TABLE IF NOT EXISTS ekeys(id INTEGER PRIMARY KEY, key TEXT UNIQUE)")
-                self.con.execute("CREATE TABLE IF NOT EXISTS expansions(kid INTEGER, point TEXT, value BLOB, "
-                                 "PRIMARY KEY(kid, point)) WITHOUT ROWID")
+                self.con.execute(
+                    "CREATE TABLE IF NOT EXISTS expansions(kid INTEGER, point TEXT, value BLOB, "
+                    "PRIMARY KEY(kid, point)) WITHOUT ROWID"
+                )
                 have = dict(self.con.execute("SELECT k, v FROM meta"))
                 if not have:
                     self.con.executemany("INSERT INTO meta VALUES (?, ?)", want.items())
@@ -232,8 +263,9 @@ class SqliteMemo(RectMemo):
         """Load rows other processes committed since the last look (a miss triggers
         this at most every `refresh_every` seconds); returns how many were new."""
         self._refreshed = time.monotonic()
-        rows = list(self.con.execute(
-            "SELECT seq, key, lo, hi, value FROM decisions WHERE seq > ? ORDER BY seq", (self._seen,)))
+        rows = list(
+            self.con.execute("SELECT seq, key, lo, hi, value FROM decisions WHERE seq > ? ORDER BY seq", (self._seen,))
+        )
         n = 0
         for seq, key, lo, hi, val in rows:
             self._seen = max(self._seen, seq)
@@ -258,15 +290,21 @@ class SqliteMemo(RectMemo):
     @_sql_errors
     def _store_insert(self, key, lo, hi, d) -> int:
         self._begin()
-        cur = self.con.execute("INSERT INTO decisions(key, lo, hi, value) VALUES (?, ?, ?, ?)",
-                               (key, json.dumps(list(lo)), json.dumps(list(hi)), encode_decision(d)))
-        self._mine.add(cur.lastrowid)
-        return cur.lastrowid
+        cur = self.con.execute(
+            "INSERT INTO decisions(key, lo, hi, value) VALUES (?, ?, ?, ?)",
+            (key, json.dumps(list(lo)), json.dumps(list(hi)), encode_decision(d)),
+        )
+        seq = cur.lastrowid
+        assert seq is not None
+        self._mine.add(seq)
+        return seq
 
     @_sql_errors
     def _store_update(self, seq, lo, hi) -> None:
         self._begin()
-        self.con.execute("UPDATE decisions SET lo = ?, hi = ? WHERE seq = ?", (json.dumps(list(lo)), json.dumps(list(hi)), seq))
+        self.con.execute(
+            "UPDATE decisions SET lo = ?, hi = ? WHERE seq = ?", (json.dumps(list(lo)), json.dumps(list(hi)), seq)
+        )
 
     @_sql_errors
     def _store_delete(self, seq) -> None:
@@ -303,7 +341,6 @@ class SqliteMemo(RectMemo):
         return spec
 
     def _decode_expansions(self, cls, blob: bytes) -> list:
-        from morello_asp.rewrites import Action
 
         from .engine import Expansion
 
@@ -328,8 +365,9 @@ class SqliteMemo(RectMemo):
             kid = self._key_id(key)
             if kid is None:
                 continue
-            row = self.con.execute("SELECT value FROM expansions WHERE kid = ? AND point = ?",
-                                   (kid, json.dumps(point))).fetchone()
+            row = self.con.execute(
+                "SELECT value FROM expansions WHERE kid = ? AND point = ?", (kid, json.dumps(point))
+            ).fetchone()
             if row is None:
                 continue
             try:
@@ -350,9 +388,10 @@ class SqliteMemo(RectMemo):
             enc = []
             for e in exps:
                 try:
-                    atext = self._action_json.get(e.action)
+                    cached = self._action_json.get(e.action)
                 except TypeError:  # an action with unhashable arguments
-                    atext = None
+                    cached = None
+                atext = cached
                 if atext is None:
                     atext = json.dumps(e.action.to_json(), separators=(",", ":"), sort_keys=True)
                     try:
@@ -364,8 +403,13 @@ class SqliteMemo(RectMemo):
                     ck, cp = to_coords(ch, self.levels)
                     kids.append([self._key_id(ck, create=True), cp])
                 enc.append([atext, kids, list(e.keys), e.kernel_cost, list(e.alloc) if e.alloc else None])
-            rows.append((self._key_id(key, create=True), json.dumps(point),
-                         zlib.compress(json.dumps(enc, separators=(",", ":")).encode(), 1)))
+            rows.append(
+                (
+                    self._key_id(key, create=True),
+                    json.dumps(point),
+                    zlib.compress(json.dumps(enc, separators=(",", ":")).encode(), 1),
+                )
+            )
         if rows:
             self._begin()
             self.con.executemany("INSERT OR IGNORE INTO expansions VALUES (?, ?, ?)", rows)

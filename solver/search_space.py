@@ -3,6 +3,7 @@ search space when every node's rewrite is among the rewrites the rule files offe
 search for that node's spec (under its memory limits). Then the search's optimum
 costs at most as much as the program, which is how a hand recipe checks the space.
 """
+
 from __future__ import annotations
 
 from morello_asp.ir import Impl, SpecHole

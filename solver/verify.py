@@ -7,6 +7,7 @@ each node's family states its own (morello_asp/rewrites/: a loop's tiles cover e
 point exactly once, a kernel applies to its spec by the target's rules, ...); and
 memory stays within limits.
 """
+
 from __future__ import annotations
 
 import functools
@@ -79,7 +80,9 @@ def prove_layout(layout: Layout, shape: tuple[int, ...]) -> Obligation:
     what = f"layout {layout} is a bijection for shape {'x'.join(map(str, shape))}"
     rank = len(shape)
     if any(p.dim >= rank for p in layout.pdims):
-        return Obligation(what, "refuted", f"it names dimension {max(p.dim for p in layout.pdims)} of a rank-{rank} tensor")
+        return Obligation(
+            what, "refuted", f"it names dimension {max(p.dim for p in layout.pdims)} of a rank-{rank} tensor"
+        )
     vol = prod(shape)
     size = layout.buffer_volume(shape)
     xs = [z3.Int(f"x{i}") for i in range(rank)]
@@ -95,7 +98,9 @@ def prove_layout(layout: Layout, shape: tuple[int, ...]) -> Obligation:
     r, m = solve(s)
     if r == z3.sat:
         c = [m.eval(v).as_long() for v in xs]
-        return Obligation(what, "refuted", f"coordinate {c} maps to offset {m.eval(ox).as_long()}, outside [0, {max(size, vol)})")
+        return Obligation(
+            what, "refuted", f"coordinate {c} maps to offset {m.eval(ox).as_long()}, outside [0, {max(size, vol)})"
+        )
     if r == z3.unknown:
         return Obligation(what, "unknown", s.reason_unknown())
     s = z3.Solver()
@@ -115,7 +120,7 @@ def prove_layout(layout: Layout, shape: tuple[int, ...]) -> Obligation:
     return Obligation(what, "proved")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def prove_catalog_layout(layout: Layout, rank: int) -> Obligation:
     """A layout a logic file offers to the search (layout_cand/3) has no shape of its own:
     prove it at a representative one, each packed dimension twice its blocks and every
@@ -148,10 +153,16 @@ def prove_memory(impl: Impl, target) -> list[Obligation]:
         what = f"{lv.name}: live buffers on every path ({w} {lv.unit}s) within the limit {lim}"
         out.append(Obligation(what, "proved") if w <= lim else Obligation(what, "refuted", f"{w} > {lim}"))
         what = f"{lv.name}: live buffers within the target's capacity {lv.capacity}"
-        out.append(Obligation(what, "proved") if w <= lv.capacity else Obligation(what, "refuted", f"{w} > {lv.capacity}"))
-    bad = [n for n in impl.walk() if any(p > l for p, l in zip(compute_cost(n, target).peak, n.spec.limits))]
+        out.append(
+            Obligation(what, "proved") if w <= lv.capacity else Obligation(what, "refuted", f"{w} > {lv.capacity}")
+        )
+    bad = [n for n in impl.walk() if any(p > lv for p, lv in zip(compute_cost(n, target).peak, n.spec.limits))]
     what = "every node's peak memory within its spec's limits"
-    out.append(Obligation(what, "refuted", f"{bad[0].spec}: peak {list(compute_cost(bad[0], target).peak)}") if bad else Obligation(what, "proved"))
+    out.append(
+        Obligation(what, "refuted", f"{bad[0].spec}: peak {list(compute_cost(bad[0], target).peak)}")
+        if bad
+        else Obligation(what, "proved")
+    )
     return out
 
 

@@ -23,16 +23,14 @@ Each decision's family states its claims (morello_asp/rewrites/, box_obligations
   constraints (encodings/targets/*/kernels.lp) are checked: evaluated exactly on each
   class, not sampled and not re-encoded in Python, so a new kernel needs no change here.
 """
+
 from __future__ import annotations
 
 import time
-from functools import cache
-from dataclasses import dataclass, field
-from itertools import product
+from dataclasses import dataclass
 
 import z3
 
-from morello_asp.ir import loop_regions
 from morello_asp.layout import Layout, LayoutError
 from morello_asp.spec import Spec
 
@@ -60,8 +58,10 @@ class TableReport(VerifyReport):
         return sum(o.status == status for o in self.obligations)
 
     def summary(self) -> str:
-        return (f"{self.boxes} boxes, {len(self.obligations)} obligations: {self.count('proved')} proved, "
-                f"{self.count('refuted')} refuted, {self.count('unknown')} unknown in {self.seconds:.1f} s")
+        return (
+            f"{self.boxes} boxes, {len(self.obligations)} obligations: {self.count('proved')} proved, "
+            f"{self.count('refuted')} refuted, {self.count('unknown')} unknown in {self.seconds:.1f} s"
+        )
 
     def __str__(self) -> str:
         bad = [o for o in self.obligations if o.status != "proved"]
@@ -168,11 +168,27 @@ class BoxProver:
         inb = lambda cs: z3.And([z3.And(0 <= c, c < d) for c, d in zip(cs, shape)])  # noqa: E731
         sh = lambda m: "x".join(str(value(m, d)) for d in shape)  # noqa: E731
         checks = [
-            ("padding", lambda: as_bool(size != vol), lambda m: f"padding: {value(m, size)} slots for {value(m, vol)} values at shape {sh(m)}"),
-            ("range", lambda: z3.And(inb(xs), z3.Or(ox < 0, ox >= size)),
-             lambda m: f"coordinate {[value(m, x) for x in xs]} maps to {value(m, ox)}, outside [0, {value(m, size)}) at shape {sh(m)}"),
-            ("injective", lambda: z3.And(inb(xs), inb(ys), z3.Or([x != y for x, y in zip(xs, ys)]), ox == oy),
-             lambda m: f"coordinates {[value(m, x) for x in xs]} and {[value(m, y) for y in ys]} share offset {value(m, ox)} at shape {sh(m)}"),
+            (
+                "padding",
+                lambda: as_bool(size != vol),
+                lambda m: f"padding: {value(m, size)} slots for {value(m, vol)} values at shape {sh(m)}",
+            ),
+            (
+                "range",
+                lambda: z3.And(inb(xs), z3.Or(ox < 0, ox >= size)),
+                lambda m: (
+                    f"coordinate {[value(m, x) for x in xs]} maps to {value(m, ox)}, outside [0, {value(m, size)}) at "
+                    f"shape {sh(m)}"
+                ),
+            ),
+            (
+                "injective",
+                lambda: z3.And(inb(xs), inb(ys), z3.Or([x != y for x, y in zip(xs, ys)]), ox == oy),
+                lambda m: (
+                    f"coordinates {[value(m, x) for x in xs]} and {[value(m, y) for y in ys]} share offset "
+                    f"{value(m, ox)} at shape {sh(m)}"
+                ),
+            ),
         ]
         for part, neg, explain in checks:
             ob = self.ob(head, seq, sp, what, neg, explain, (part, layout, shape_key))
@@ -183,12 +199,21 @@ class BoxProver:
     def _memory(self, head, seq, sp: BoxSpace, peak) -> BoxObligation:
         lims = sp.limits
         if len(peak) != len(lims):
-            return BoxObligation(f"{head}: peak memory within every limit vector", "refuted",
-                                 f"peak {list(peak)} has {len(peak)} levels, the box {len(lims)}", seq)
-        return self.ob(head, seq, sp, f"peak memory {list(peak)} within every limit vector",
-                        lambda: z3.Or([as_bool(p > lim) for p, lim in zip(peak, lims)]),
-                        lambda m: f"peak {list(peak)} exceeds limits {[value(m, x) for x in lims]}",
-                        tuple(sp.axis_range(x) for x in lims))
+            return BoxObligation(
+                f"{head}: peak memory within every limit vector",
+                "refuted",
+                f"peak {list(peak)} has {len(peak)} levels, the box {len(lims)}",
+                seq,
+            )
+        return self.ob(
+            head,
+            seq,
+            sp,
+            f"peak memory {list(peak)} within every limit vector",
+            lambda: z3.Or([as_bool(p > lim) for p, lim in zip(peak, lims)]),
+            lambda m: f"peak {list(peak)} exceeds limits {[value(m, x) for x in lims]}",
+            tuple(sp.axis_range(x) for x in lims),
+        )
 
 
 # ---- rules: clingo derives the decision on every class of the box -------------------
@@ -208,7 +233,7 @@ def rules_obligations(boxes, engine, progress=None) -> list[BoxObligation | None
     todo = list(dict.fromkeys(s for j in jobs if j for s in j[3]))
     exps: dict = {}
     for i in range(0, len(todo), RULES_BATCH):
-        chunk = todo[i:i + RULES_BATCH]
+        chunk = todo[i : i + RULES_BATCH]
         exps.update(zip(chunk, engine.expand_many(chunk)))
         if progress:
             progress(f"rules: {min(i + RULES_BATCH, len(todo))}/{len(todo)} spec classes expanded")
@@ -231,9 +256,15 @@ def rules_obligations(boxes, engine, progress=None) -> list[BoxObligation | None
         if bad:
             out.append(BoxObligation(what, "refuted", f"{bad[0]}; counterexample {bad[1]}", seq, bad[1]))
         elif not exhaustive:
-            out.append(BoxObligation(what, "unknown", f"{space.n_classes()} classes; only the box's corners checked", seq))
+            out.append(
+                BoxObligation(what, "unknown", f"{space.n_classes()} classes; only the box's corners checked", seq)
+            )
         else:
-            out.append(BoxObligation(what, "proved", f"{len(specs)} classes" if specs else "the box holds no canonical spec", seq))
+            out.append(
+                BoxObligation(
+                    what, "proved", f"{len(specs)} classes" if specs else "the box holds no canonical spec", seq
+                )
+            )
     return out
 
 

@@ -3,6 +3,7 @@ the real CLI (`morello_asp.cli.main` in this process, or the `morello-asp` comma
 subprocess where the environment or a pipe matters) and must exit with the documented
 status (2 for bad input) and exactly one line on stderr naming what is wrong. Memo files
 that are not ours are refused untouched. The Python API raises the package's own errors."""
+
 from __future__ import annotations
 
 import hashlib
@@ -138,10 +139,11 @@ def files(tmp_path_factory):
     (d / "adir").mkdir()
     (d / "adir.lp").mkdir()
     (d / "prog_garbage.json").write_text("{not json")
-    (d / "prog_wrong.json").write_text(json.dumps({"format": "morello-asp-program", "version": 1,
-                                                   "program": {"node": "tile"}}))
+    (d / "prog_wrong.json").write_text(
+        json.dumps({"format": "morello-asp-program", "version": 1, "program": {"node": "tile"}})
+    )
     (d / "prog_list.json").write_text("[1, 2, 3]")
-    (d / "prog_latin1.json").write_bytes(b"{\"x\": \"caf\xe9\"}")
+    (d / "prog_latin1.json").write_bytes(b'{"x": "caf\xe9"}')
     return d
 
 
@@ -159,8 +161,11 @@ RULES = [
 @pytest.mark.parametrize("name,want", RULES, ids=[r[0] for r in RULES])
 def test_bad_rule_file(capsys, files, name, want):
     arg = name if name.startswith("nosuch") else str(files / name)
-    for cmd in (["synth", TINY, "-q", "--rules", arg], ["explain", TINY, "--rules", arg],
-                ["run", TINY, "--rules", arg]):
+    for cmd in (
+        ["synth", TINY, "-q", "--rules", arg],
+        ["explain", TINY, "--rules", arg],
+        ["run", TINY, "--rules", arg],
+    ):
         rc, out, err = run_main(capsys, cmd)
         check_one_line(rc, err, 2, want)
 
@@ -183,8 +188,9 @@ def test_rule_file_that_grounds_for_ever_times_out(files, name):
     """n(X+1) :- n(X) grounds for ever: a time-out names the file (in the preflight for
     the first, in the search's own clingo call for the second), no worker is left."""
     env = dict(os.environ, MORELLO_ASP_GROUND_TIMEOUT="2")
-    p = subprocess.run([*CLI, "synth", TINY, "-q", "--rules", str(files / name)], capture_output=True, text=True,
-                       env=env, timeout=90)
+    p = subprocess.run(
+        [*CLI, "synth", TINY, "-q", "--rules", str(files / name)], capture_output=True, text=True, env=env, timeout=90
+    )
     check_one_line(p.returncode, p.stderr, 2, "did not finish in 2 s")
     assert name in p.stderr
 
@@ -246,9 +252,15 @@ def _bad_memo(kind: str, d: Path, good: Path) -> Path:
     return p
 
 
-MEMO_KINDS = {"garbage": "not an SQLite database", "text": "not an SQLite database", "truncated": "truncated",
-              "header_only": "truncated", "foreign": "something else", "directory": "is a directory",
-              "missing_parent": "does not exist"}
+MEMO_KINDS = {
+    "garbage": "not an SQLite database",
+    "text": "not an SQLite database",
+    "truncated": "truncated",
+    "header_only": "truncated",
+    "foreign": "something else",
+    "directory": "is a directory",
+    "missing_parent": "does not exist",
+}
 
 
 def _memo_commands(p: Path, tmp: Path):
@@ -306,10 +318,12 @@ def test_db_import_refuses_bad_lines_and_writes_nothing(capsys, tmp_path, good_d
         "no_meta": ('{"meta": 1}\n', "line 1"),
         "old_schema": (json.dumps({"meta": {**json.loads(head)["meta"], "schema": "1"}}) + "\n", "schema '1'"),
         "row_not_json": (f"{head}\n{row}\nnot json\n", "line 3"),
-        "row_missing_key": (f"{head}\n{{\"key\": 5}}\n", "line 2"),
+        "row_missing_key": (f'{head}\n{{"key": 5}}\n', "line 2"),
         "row_bad_box": (f'{head}\n{{"key": "{{}}", "lo": [1], "hi": [0], "value": {{}}}}\n', "line 2"),
-        "row_bad_value": (f'{head}\n{json.dumps({**json.loads(row), "value": {"a": {"rewrite": "warp"}}})}\n',
-                          "line 2"),
+        "row_bad_value": (
+            f"{head}\n{json.dumps({**json.loads(row), 'value': {'a': {'rewrite': 'warp'}}})}\n",
+            "line 2",
+        ),
         "latin1": (None, "not UTF-8"),
     }
     for name, (text, want) in cases.items():
@@ -323,8 +337,10 @@ def test_db_import_refuses_bad_lines_and_writes_nothing(capsys, tmp_path, good_d
         check_one_line(rc, err, 2, want)
         assert src.name in err
         assert not target.exists(), f"{name}: a table was created"
-    for argv, want in ((["db", "import", str(tmp_path / "n.db"), str(tmp_path / "nosuch.jsonl")], "no file"),
-                       (["db", "import", str(tmp_path / "n.db"), str(tmp_path)], "is a directory")):
+    for argv, want in (
+        (["db", "import", str(tmp_path / "n.db"), str(tmp_path / "nosuch.jsonl")], "no file"),
+        (["db", "import", str(tmp_path / "n.db"), str(tmp_path)], "is a directory"),
+    ):
         rc, out, err = run_main(capsys, argv)
         check_one_line(rc, err, 2, want)
     # a good file imports, into a new table and not into a foreign one

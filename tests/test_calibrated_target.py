@@ -1,5 +1,6 @@
 """The calibrated AVX2 target (benchmarks/calibrate.py) is a target like any other, and
 its costs are the linear function of its numbers that calibration fits."""
+
 import random
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Codegen API: calling convention checks, errors, module cache, benchmark, CLI."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -6,13 +7,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from morello_asp.errors import ScheduleError
-
 from morello_asp import parse_spec
 from morello_asp.codegen.asm import have_objdump, inner_loop_asm
 from morello_asp.codegen.build import build
 from morello_asp.codegen.ctarget import get_ctarget
-from morello_asp.errors import CodegenError, CompileError, MorelloError
+from morello_asp.errors import CodegenError, CompileError, MorelloError, ScheduleError
 from morello_asp.recipes import complete, fast_matmul, scalar
 
 
@@ -78,7 +77,9 @@ def test_kernel_without_template_and_bad_placeholder(monkeypatch, small):
     from morello_asp.codegen import emit
 
     ct = get_ctarget("avx2")
-    no_bvma = dataclasses.replace(ct, templates={k: v for k, v in ct.templates.items() if k[0] != "broadcast_vec_mult_add"})
+    no_bvma = dataclasses.replace(
+        ct, templates={k: v for k, v in ct.templates.items() if k[0] != "broadcast_vec_mult_add"}
+    )
     monkeypatch.setattr(emit, "get_ctarget", lambda name, rules=(): no_bvma)
     with pytest.raises(CodegenError, match="no C for kernel BroadcastVecMultAdd"):
         emit.to_c(small)

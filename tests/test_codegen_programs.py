@@ -1,5 +1,6 @@
 """Compile-and-run: programs covering every IR node and every AVX2 kernel, f32 and i32,
 shapes that divide and shapes that leave boundary regions, checked against numpy."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -74,7 +75,9 @@ def test_vector_register_blocks(dt, m, k, n):
 @pytest.mark.parametrize("dt", ["f32", "i32"])
 def test_vector_zero(dt):
     """Matmul with its whole output in VRF: to_accum leaves Zero on registers."""
-    spec = parse_spec(f"(Matmul(1x1x4x16, ({dt}, L1, row_major), ({dt}, L1, row_major), ({dt}, L1, row_major), serial), {LIMITS})")
+    spec = parse_spec(
+        f"(Matmul(1x1x4x16, ({dt}, L1, row_major), ({dt}, L1, row_major), ({dt}, L1, row_major), serial), {LIMITS})"
+    )
     imp = spec.move_param(2, "VRF", "row_major", vector_size=8)
     imp = imp.subschedule([1], lambda s: s.select("VectorAssign"))  # store
     imp = imp.subschedule([0], lambda b: b.to_accum())
@@ -85,7 +88,9 @@ def test_vector_zero(dt):
 
 
 def test_dot_product_loop_and_col_major_operand():
-    spec = parse_spec(f"(Matmul(1x3x64x5, (f32, GL, row_major), (f32, GL, col_major), (f32, GL, row_major), serial), {LIMITS})")
+    spec = parse_spec(
+        f"(Matmul(1x3x64x5, (f32, GL, row_major), (f32, GL, col_major), (f32, GL, row_major), serial), {LIMITS})"
+    )
     imp = spec.to_accum().subschedule([0], lambda z: z.select("MemsetZero"))
     imp = imp.subschedule([1], lambda a: to_l1(a.tile([1, 1, 64, 1]), [0, 1, 2]).select("DotProductLoop"))
     assert "DotProductLoop" in kernels(imp)
@@ -166,7 +171,10 @@ def test_l1_copy_with_layout_change():
 @pytest.mark.parametrize("dt", ["f32", "i32"])
 def test_packed_operand_passed_from_numpy(dt):
     """A top-level operand in a packed layout: the wrapper packs the logical array."""
-    spec = parse_spec(f"(Matmul(1x4x8x16, ({dt}, GL, row_major), ({dt}, GL, [0, 2, 1, 2 p(8)]), ({dt}, GL, row_major), serial), {LIMITS})")
+    spec = parse_spec(
+        f"(Matmul(1x4x8x16, ({dt}, GL, row_major), ({dt}, GL, [0, 2, 1, 2 p(8)]), ({dt}, GL, row_major), "
+        f"serial), {LIMITS})"
+    )
     imp = spec.to_accum().subschedule([0], lambda z: z.select("MemsetZero"))
     imp = imp.subschedule([1], lambda a: a.tile([1, 2, 8, 8]))
     imp = complete(imp, reg_block)

@@ -1,4 +1,5 @@
 """Units under codegen: index simplification and layout conversion (properties)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,7 +21,11 @@ def test_simplify_preserves_values(lay, step_k, n_k, step_j, const):
     layout = Layout.parse(lay, 3)
     shape = (2, 8, 16)
     tile_n = 4 * step_j
-    env = {"k0": VarRange(0, step_k * (n_k - 1), step_k), "n0": VarRange(0, 16 - tile_n, tile_n), "j": VarRange(0, 3, 1)}
+    env = {
+        "k0": VarRange(0, step_k * (n_k - 1), step_k),
+        "n0": VarRange(0, 16 - tile_n, tile_n),
+        "j": VarRange(0, 3, 1),
+    }
     e = layout.buffer_expr(shape, [Const(1), Var("k0") + const % 2, Var("n0") + Var("j")])
     s = simplify(e, env)
     for k0 in range(0, step_k * n_k, step_k):
@@ -58,7 +63,7 @@ def test_loop_across_packs_is_split_so_no_division_is_left():
     mv = parse_spec("(Move(1x4x32, (f32, L1, row_major), (f32, L1, [0, 2, 1, 2 p(16)]), serial), [16, 16, 1024, 1024])")
     imp = mv.tile([1, 1, 32]).tile([1, 1, 1]).select("ValueAssign")
     src = imp.to_c()
-    body = src[src.index("void kernel("):src.index("kernel_bench")]
+    body = src[src.index("void kernel(") : src.index("kernel_bench")]
     assert "/" not in body.replace("/*", "").replace("*/", "") and "%" not in body
     err, tol = imp.compile().check()
     assert err <= tol

@@ -1,6 +1,7 @@
 """The logic files document every predicate once, Potassco style (`%*! name(Args) ...
 *%`), and the generic ones (encodings/rules, encodings/options) name no memory level:
 levels belong to the target (encodings/README.md, "Levels belong to the target")."""
+
 from __future__ import annotations
 
 import re
@@ -122,8 +123,11 @@ def level_atoms(stmts, levels=AVX2_LEVELS) -> list[tuple[int, str]]:
             name = None
             if node.ast_type == cast.ASTType.Function and not node.arguments:
                 name = node.name
-            elif node.ast_type == cast.ASTType.SymbolicTerm and node.symbol.type == clingo.SymbolType.Function \
-                    and not node.symbol.arguments:
+            elif (
+                node.ast_type == cast.ASTType.SymbolicTerm
+                and node.symbol.type == clingo.SymbolType.Function
+                and not node.symbol.arguments
+            ):
                 name = node.symbol.name
             if name in levels:
                 out.append((node.location.begin.line, name))
@@ -159,7 +163,7 @@ def test_generic_files_name_no_level(path):
 
 def test_the_level_check_sees_levels_in_terms_heads_and_bodies():
     stmts: list = []
-    cast.parse_string("p(S) :- q(S, vrf), r(move(1, l1, 2, 8)).\nw(gl, 8).\nx(rf2, \"vrf\").", stmts.append)
+    cast.parse_string('p(S) :- q(S, vrf), r(move(1, l1, 2, 8)).\nw(gl, 8).\nx(rf2, "vrf").', stmts.append)
     assert sorted(n for _, n in level_atoms(stmts)) == ["gl", "l1", "vrf"]
 
 
@@ -185,6 +189,8 @@ def test_avx2_targets_give_every_level_a_prefix():
         ctl.load(str(ENCODINGS / "targets" / entry))
         ctl.ground([("base", [])])
         levels = {str(a.symbol.arguments[0]) for a in ctl.symbolic_atoms.by_signature("tgt_level", 6)}
-        prefixes = {str(a.symbol.arguments[0]): a.symbol.arguments[1].string
-                    for a in ctl.symbolic_atoms.by_signature("tgt_level_prefix", 2)}
+        prefixes = {
+            str(a.symbol.arguments[0]): a.symbol.arguments[1].string
+            for a in ctl.symbolic_atoms.by_signature("tgt_level_prefix", 2)
+        }
         assert prefixes == {"rf": "r", "vrf": "v", "l1": "l", "gl": "g"} and set(prefixes) == levels, entry

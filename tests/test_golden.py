@@ -5,6 +5,7 @@ files instead (then review the diff). Every program a case synthesizes is also s
 (`--out`), compiled, run and checked against numpy.
 
 The files were made with `MORELLO_ASP_JOBS=1 morello-asp ARGS > tests/golden/NAME`."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -48,7 +49,9 @@ def test_golden(name, capsys, tmp_path, monkeypatch, update_golden):
         path.write_text(out)
     else:
         assert path.is_file(), f"no golden file {path}: run pytest {__file__} --update-golden"
-        assert out == path.read_text(), f"`morello-asp {' '.join(argv)}` differs from {path} (--update-golden rewrites it)"
+        assert out == path.read_text(), (
+            f"`morello-asp {' '.join(argv)}` differs from {path} (--update-golden rewrites it)"
+        )
     if synth:  # the program the CLI printed, checked against numpy
         imp = load(prog)
         if argv[-2:] == ["--emit", "c"]:

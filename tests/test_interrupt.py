@@ -4,9 +4,9 @@ with exit status 130 and "interrupted; N decisions kept in FILE", the table keep
 was committed (decisions and the expansions of the spec classes grounded so far), no
 clingo worker outlives it, and a rerun finishes with the same program as a clean run.
 kill -9 leaves no worker either (they die with their parent)."""
+
 from __future__ import annotations
 
-import os
 import re
 import signal
 import sqlite3
@@ -52,8 +52,9 @@ def count(db: Path, table: str) -> int:
 
 
 def synth(db: Path, **kw) -> subprocess.Popen:
-    return subprocess.Popen([*CLI, "synth", SPEC, "--db", str(db), "-q"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [*CLI, "synth", SPEC, "--db", str(db), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw
+    )
 
 
 def start_and_wait_for_work(db: Path) -> tuple[subprocess.Popen, list[int]]:
@@ -97,8 +98,11 @@ def test_signal_stops_cleanly_keeps_work_and_rerun_matches(tmp_path, clean_progr
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
     assert "Traceback" not in err and "Segmentation" not in err, err
-    m = re.fullmatch(r"morello-asp: interrupted; (\d+) decisions kept in (\S+) and (\d+) expanded spec classes; "
-                     r"run the same command to resume\n", err)
+    m = re.fullmatch(
+        r"morello-asp: interrupted; (\d+) decisions kept in (\S+) and (\d+) expanded spec classes; "
+        r"run the same command to resume\n",
+        err,
+    )
     assert m, err
     assert m.group(2) == str(db)
     assert count(db, "decisions") >= int(m.group(1)) >= 0
@@ -148,8 +152,9 @@ try:
 except Interrupted as e:
     print("interrupted", e.signum, clingo_run.workers())
 """
-    p = subprocess.run([sys.executable, "-c", script, str(tmp_path / "a.db")], capture_output=True, text=True,
-                       timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "a.db")], capture_output=True, text=True, timeout=300
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == f"interrupted {int(signal.SIGINT)} []", (p.stdout, p.stderr)
     assert count(tmp_path / "a.db", "expansions") > 0

@@ -1,4 +1,5 @@
 """Layouts: buffer expressions are bijections; tile contiguity vs brute force."""
+
 from __future__ import annotations
 
 import itertools
@@ -9,12 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from morello_asp import Layout, ScheduleError, SpecError, SpecSyntaxError, parse_spec
-from morello_asp.cli_schedule import FIGURE1, figure1
-from morello_asp.dtypes import Dtype
-from morello_asp.ir import Alloc, KernelApp, Loop, loop_regions
+from morello_asp import Layout
 from morello_asp.layout import PhysDim
-from morello_asp.serialize import from_json, to_json
 
 LAYOUTS3 = ["row_major", "col_major", "[0, 2, 1, 2 p(8)]", "[0, 1, 2, 2 oe(8)]", "[1, 0, 2]"]
 
@@ -61,7 +58,9 @@ def brute_contiguity(lay, shape, tile):
     physical dims is consecutive in the buffer."""
     names = [f"d{i}" for i in range(len(shape))]
     grids = np.meshgrid(*[np.arange(t) for t in tile], indexing="ij")
-    offs = np.sort((np.asarray(lay.buffer_expr(shape, names).eval(dict(zip(names, grids)))) * np.ones(tile, dtype=int)).ravel())
+    offs = np.sort(
+        (np.asarray(lay.buffer_expr(shape, names).eval(dict(zip(names, grids)))) * np.ones(tile, dtype=int)).ravel()
+    )
     ext = [te for _, te in lay.tile_extents(shape, tile)]
     best = 0
     for c in range(1, len(ext) + 1):
@@ -86,5 +85,3 @@ def test_tile_contiguity_matches_brute_force(lay):
         assert c <= brute or c == full and brute == full, (tile, c, brute)
         if c == full:
             assert brute == full
-
-

@@ -1,6 +1,7 @@
 """The matmul recipes (examples/fast_matmul.py by hand, the blis guide of
 morello_asp/guides.py user-guided) and the search-space check: every program is
 compiled, run and compared with numpy."""
+
 from __future__ import annotations
 
 import pytest
@@ -68,7 +69,7 @@ def test_hand_recipe_in_search_space_costs_no_less_than_the_optimum():
     in_space = fast_matmul(4, 8, 16, mr=2)
     assert outside_search(in_space, engine) == []
     classic = fast_matmul(12, 8, 16, mr=6)  # 6-row tiles: not a power of two
-    (path, spec, action), = outside_search(classic, engine)
+    ((path, spec, action),) = outside_search(classic, engine)
     assert action.name == "tile" and action.args[0] == (1, 6, 8, 16)
     best = Search(engine, DictMemo()).build(in_space.spec)
     assert best.cost.main <= in_space.cost.main

@@ -1,19 +1,30 @@
 """The compressed memo table against the plain dict: coordinates invert, every get
 answers identically after random puts, merged boxes never overlap with different values."""
+
 from __future__ import annotations
 
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from morello_asp.spec import parse_spec
 from morello_asp.solver.coords import from_coords, to_coords
 from morello_asp.solver.engine import Action
 from morello_asp.solver.memo import Decision, DictMemo, RectMemo, _intersects
+from morello_asp.spec import parse_spec
 
-BASES = [parse_spec(t) for t in ("Matmul(4x4x4, f32)", "Matmul(2x8x4, f32)", "Matmul(3x4x4, f32)", "Matmul(1x1x1, f32)",
-                                  "Matmul(8x4x4, f32)", "Matmul(2x4x4, f32)")]
+BASES = [
+    parse_spec(t)
+    for t in (
+        "Matmul(4x4x4, f32)",
+        "Matmul(2x8x4, f32)",
+        "Matmul(3x4x4, f32)",
+        "Matmul(1x1x1, f32)",
+        "Matmul(8x4x4, f32)",
+        "Matmul(2x4x4, f32)",
+    )
+]
 LEVELS = ["RF", "VRF", "L1", "GL"]
 
 limits = st.tuples(*[st.integers(0, 9) for _ in range(4)])
@@ -22,8 +33,15 @@ limits = st.tuples(*[st.integers(0, 9) for _ in range(4)])
 @st.composite
 def specs(draw):
     s = draw(st.sampled_from(BASES))
-    ops = tuple(replace(o, level=draw(st.sampled_from(LEVELS)), vector_size=draw(st.sampled_from([None, 8])),
-                        aligned=draw(st.booleans())) for o in s.operands)
+    ops = tuple(
+        replace(
+            o,
+            level=draw(st.sampled_from(LEVELS)),
+            vector_size=draw(st.sampled_from([None, 8])),
+            aligned=draw(st.booleans()),
+        )
+        for o in s.operands
+    )
     return replace(s, operands=ops, limits=draw(limits))
 
 
@@ -33,7 +51,7 @@ ACTIONS = [None, Action("tile", ((1, 1, 2, 2), False)), Action("select", ("mult_
 @st.composite
 def decisions(draw, spec):
     a = draw(st.sampled_from(ACTIONS))
-    peak = tuple(draw(st.integers(0, l)) for l in spec.limits)
+    peak = tuple(draw(st.integers(0, lv)) for lv in spec.limits)
     # costs in proportion to volume make boxes of different shapes merge
     return Decision(a, draw(st.integers(0, 2)) * (spec.volume if draw(st.booleans()) else 1), peak, 1)
 
@@ -76,8 +94,8 @@ def test_merges_happen():
     s = BASES[0]
     r = RectMemo(tuple(LEVELS))
     dec = Decision(Action("select", ("mult_add",)), 1, (1, 1, 1, 1), 1)
-    for l in range(1, 9):
-        r.put(replace(s, limits=(l, 1, 1, 1)), dec)
+    for lv in range(1, 9):
+        r.put(replace(s, limits=(lv, 1, 1, 1)), dec)
     assert len(r) == 1
     assert r.get(replace(s, limits=(5, 1, 1, 1))) == dec
     assert r.get(replace(s, limits=(9, 1, 1, 1))) is None

@@ -1,5 +1,6 @@
 """The SQLite memo table: reuse across processes, refusal of foreign tables, survival of
 kill -9, and two writers on one file. Every program is checked against numpy."""
+
 from __future__ import annotations
 
 import signal
@@ -15,12 +16,16 @@ from morello_asp.errors import MorelloError
 from morello_asp.synthesis import synthesize
 
 SPEC = "Matmul(4x4x8, f32)"
-SCRIPT = ("import sys; from morello_asp.synthesis import synthesize; "
-          "imp = synthesize(sys.argv[1], db=sys.argv[2]); print(imp.cost.main); print(imp)")
+SCRIPT = (
+    "import sys; from morello_asp.synthesis import synthesize; "
+    "imp = synthesize(sys.argv[1], db=sys.argv[2]); print(imp.cost.main); print(imp)"
+)
 
 
 def run(spec, db, **kw):
-    return subprocess.run([sys.executable, "-c", SCRIPT, spec, str(db)], capture_output=True, text=True, check=True, **kw).stdout
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT, spec, str(db)], capture_output=True, text=True, check=True, **kw
+    ).stdout
 
 
 def rows(db):
@@ -33,7 +38,6 @@ def test_table_is_reused_and_gives_the_same_program(tmp_path):
     a = synthesize("Matmul(4x4x4, f32)", db=db)
     n = rows(db)
     assert n > 100
-    t = time.perf_counter()
     b = synthesize("Matmul(4x4x4, f32)", db=db)
     assert str(a) == str(b) and rows(db) == n  # all answers came from the table
     err, tol = b.compile().check()
@@ -78,7 +82,9 @@ def test_kill_9_keeps_committed_rows_and_rerun_matches(tmp_path):
 def test_two_processes_on_one_file(tmp_path):
     db = tmp_path / "c.db"
     specs = ["Matmul(4x4x8, f32)", "Matmul(4x4x4, f32)"]
-    procs = [subprocess.Popen([sys.executable, "-c", SCRIPT, s, str(db)], stdout=subprocess.PIPE, text=True) for s in specs]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", SCRIPT, s, str(db)], stdout=subprocess.PIPE, text=True) for s in specs
+    ]
     outs = [p.communicate(timeout=300)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs)
     for i, (s, out) in enumerate(zip(specs, outs)):

@@ -2,6 +2,7 @@
 vrf -> vreg, l1 -> cache1, gl -> dram; tests/fixtures/renamed_target/) synthesizes,
 proves, compiles and runs the same programs, with nothing in Python or the generic rules
 knowing any level name."""
+
 from __future__ import annotations
 
 import re

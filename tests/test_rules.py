@@ -1,4 +1,5 @@
 """Logic-file unit tests: clingo on encodings/synth.lp + the avx2 target with small fact fixtures."""
+
 from __future__ import annotations
 
 import clingo
@@ -6,9 +7,8 @@ import pytest
 
 from morello_asp import parse_spec
 from morello_asp.errors import RuleError
-from morello_asp.target import get_target
 from morello_asp.solver.engine import Engine
-from morello_asp.solver.facts import LayoutIds, spec_facts
+from morello_asp.solver.facts import spec_facts
 
 ENGINE = Engine()
 TARGET = ENGINE.target
@@ -16,7 +16,7 @@ TARGET = ENGINE.target
 
 def solve(specs, extra=()):
     """Ground and solve synth.lp + target with spec_facts for each spec; return atoms as strings."""
-    ids = LayoutIds()
+
     ctl = clingo.Control(["--warn=none", "--models=1"])
     for f in ENGINE.files:
         ctl.load(str(f))
@@ -31,8 +31,10 @@ def solve(specs, extra=()):
     return set(out)
 
 
-ACCUM = ("(MatmulAccum(1x1x1x8, (f32, RF, row_major), (f32, VRF, row_major, v8), "
-         "(f32, VRF, row_major, v8), serial), [64, 1024, 32768, 1073741824])")
+ACCUM = (
+    "(MatmulAccum(1x1x1x8, (f32, RF, row_major), (f32, VRF, row_major, v8), "
+    "(f32, VRF, row_major, v8), serial), [64, 1024, 32768, 1073741824])"
+)
 
 
 def test_broadcast_vec_mult_add_applies_with_cost_3():
@@ -45,7 +47,10 @@ def test_requested_vector_move_on_volume_4_is_bad_with_reason():
     # a Move of operand 2 (volume 1x2x2 = 4) into VRF with vector size 8: the logic files
     # reject it and, because it was requested, show the reason.  (Memory limits are applied
     # in Python by Engine._apply_limits, not in the logic files, so no memory reason here.)
-    spec = parse_spec("(Matmul(1x2x2x2, (f32, L1, row_major), (f32, L1, row_major), (f32, L1, row_major), serial), [64, 1024, 32768, 1073741824])")
+    spec = parse_spec(
+        "(Matmul(1x2x2x2, (f32, L1, row_major), (f32, L1, row_major), (f32, L1, row_major), serial), "
+        "[64, 1024, 32768, 1073741824])"
+    )
     lid = ENGINE.ids.id(spec.operands[2].layout)
     atoms = solve([spec], [f"requested(0,move(2,vrf,{lid},8))."])
     bad = [a for a in atoms if a.startswith("bad(0,move(2,vrf")]
@@ -73,7 +78,9 @@ def test_syntax_error_in_user_rule_file_names_file_and_line(tmp_path):
 
 def test_forbid_removes_to_accum(tmp_path):
     spec = parse_spec("Matmul(8x8x8, f32)")
-    assert any(x.action.text().startswith("to_accum") or "to_accum" in x.action.text().lower() for x in ENGINE.expand(spec))
+    assert any(
+        x.action.text().startswith("to_accum") or "to_accum" in x.action.text().lower() for x in ENGINE.expand(spec)
+    )
     p = tmp_path / "no_accum.lp"
     p.write_text("forbid(S, A) :- cand(S, A), A = to_accum.\n")
     exps = Engine(rules=(p,)).expand(spec)
@@ -86,8 +93,7 @@ def test_relayouts_offered_only_to_the_operands_the_catalog_names(tmp_path):
     spec = parse_spec("Matmul(8x16x16, f32)")
 
     def packed_ops(engine):
-        return {e.action.args[0] for e in engine.expand(spec)
-                if e.action.name == "move" and e.action.args[2].is_packed}
+        return {e.action.args[0] for e in engine.expand(spec) if e.action.name == "move" and e.action.args[2].is_packed}
 
     assert packed_ops(ENGINE) == {1}
     p = tmp_path / "pack_lhs.lp"
@@ -136,12 +142,19 @@ def test_hand_written_zero_in_vrf_fixture():
 
 
 def test_readme_worked_example_atoms():
-    s = parse_spec("(MatmulAccum(1x1x1x8, (f32, L1, row_major), (f32, L1, row_major), (f32, VRF, row_major, v8), serial), [16, 16, 1024, 1024])")
+    s = parse_spec(
+        "(MatmulAccum(1x1x1x8, (f32, L1, row_major), (f32, L1, row_major), (f32, VRF, row_major, v8), "
+        "serial), [16, 16, 1024, 1024])"
+    )
     atoms = solve([s])
-    for a in ["action(0,move(1,vrf,2,8))", "alloc(0,move(1,vrf,2,8),vrf,1)",
-              "child_kind(0,move(1,vrf,2,8),1,matmul_accum)",
-              "child_operand(0,move(1,vrf,2,8),1,1,f32,vrf,1,3,8,2)",
-              "action(0,move(0,rf,2,0))", "action(0,move(1,l1,0,0))"]:
+    for a in [
+        "action(0,move(1,vrf,2,8))",
+        "alloc(0,move(1,vrf,2,8),vrf,1)",
+        "child_kind(0,move(1,vrf,2,8),1,matmul_accum)",
+        "child_operand(0,move(1,vrf,2,8),1,1,f32,vrf,1,3,8,2)",
+        "action(0,move(0,rf,2,0))",
+        "action(0,move(1,l1,0,0))",
+    ]:
         assert a in atoms, a
     assert not any("tile1" in a for a in atoms)
 
@@ -149,6 +162,7 @@ def test_readme_worked_example_atoms():
 # ---- Levels belong to the target: the same rewrites under a target with every level
 # renamed (tests/fixtures/renamed_target: rf -> sreg, vrf -> vreg, l1 -> cache1,
 # gl -> dram). clingo directly, on hand-written facts in avx2's level names.
+
 
 def _renamed_paths():
     from pathlib import Path
@@ -174,8 +188,12 @@ def _operand(s, op, level, dims, vs=0, lid=2, contig=None, dt="f32"):
     for _, n in dims:
         vol *= n
     mcost = {"gl": 20, "l1": 2}.get(level, 0)
-    f = [f"spec_operand({s},{op},{dt},{level},1,{r if contig is None else contig},{vs},{lid}).",
-         f"spec_npdims({s},{op},{r}).", f"spec_opvol({s},{op},{vol}).", f"spec_mcost({s},{op},{mcost})."]
+    f = [
+        f"spec_operand({s},{op},{dt},{level},1,{r if contig is None else contig},{vs},{lid}).",
+        f"spec_npdims({s},{op},{r}).",
+        f"spec_opvol({s},{op},{vol}).",
+        f"spec_mcost({s},{op},{mcost}).",
+    ]
     f += [f"spec_opdim({s},{op},{j},{d})." for j, (d, _) in enumerate(dims)]
     stride = 1
     for p, j in enumerate(reversed(range(r))):
@@ -197,19 +215,34 @@ def _matmul(s, kind, shape, levels, vss=(0, 0, 0), serial=True, contig=(None, No
 
 # The catalog's layout ids (ids 0 and 1: the packed B panels of rules/layouts.lp); 2 is
 # row-major rank 3 and 3 row-major rank 2 in the facts below.
-CATALOG = ["layout_id((pd(0,dyn,0),pd(2,dyn,0),pd(1,dyn,0),pd(2,pack,8)),0).",
-           "layout_id((pd(0,dyn,0),pd(2,dyn,0),pd(1,dyn,0),pd(2,pack,16)),1)."]
+CATALOG = [
+    "layout_id((pd(0,dyn,0),pd(2,dyn,0),pd(1,dyn,0),pd(2,pack,8)),0).",
+    "layout_id((pd(0,dyn,0),pd(2,dyn,0),pd(1,dyn,0),pd(2,pack,16)),1).",
+]
 RENAMED_SPECS = (
     # 0: the README's worked example (moves into every level, alloc/4)
     _matmul(0, "matmul_accum", (1, 1, 1, 8), ("l1", "l1", "vrf"), (0, 0, 8))
     # 1: a Matmul in global memory, not serial (tiles, parallel tiles, to_accum, moves)
     + _matmul(1, "matmul", (1, 4, 4, 8), ("gl", "gl", "gl"), serial=False)
     # 2: a vector load L1 -> VRF (vector_assign); 3: a Zero in VRF (vector_zero)
-    + ["spec(2,move).", "spec_rank(2,2).", "spec_dim(2,0,1).", "spec_dim(2,1,8).", "spec_serial(2).",
-       "spec_output(2,1)."]
-    + _operand(2, 0, "l1", [(0, 1), (1, 8)], lid=3) + _operand(2, 1, "vrf", [(0, 1), (1, 8)], vs=8, lid=3)
-    + ["spec(3,zero).", "spec_rank(3,2).", "spec_dim(3,0,1).", "spec_dim(3,1,8).", "spec_serial(3).",
-       "spec_output(3,0)."]
+    + [
+        "spec(2,move).",
+        "spec_rank(2,2).",
+        "spec_dim(2,0,1).",
+        "spec_dim(2,1,8).",
+        "spec_serial(2).",
+        "spec_output(2,1).",
+    ]
+    + _operand(2, 0, "l1", [(0, 1), (1, 8)], lid=3)
+    + _operand(2, 1, "vrf", [(0, 1), (1, 8)], vs=8, lid=3)
+    + [
+        "spec(3,zero).",
+        "spec_rank(3,2).",
+        "spec_dim(3,0,1).",
+        "spec_dim(3,1,8).",
+        "spec_serial(3).",
+        "spec_output(3,0).",
+    ]
     + _operand(3, 0, "vrf", [(0, 1), (1, 8)], vs=8, lid=3)
     # 4: a scalar MatmulAccum in RF and L1 (mult_add)
     + _matmul(4, "matmul_accum", (1, 1, 1, 1), ("rf", "l1", "rf"))
@@ -218,9 +251,19 @@ RENAMED_SPECS = (
     # requested rewrites show their reasons (bad/3): into VRF or RF from GL, a vector
     # size in L1, none in VRF, one that does not divide; a wrong kernel; and a 3-row
     # tile of 4 rows, which applies with a boundary region (child 2: the mask of m)
-    + ["requested(1,move(2,vrf,2,8)).", "requested(1,move(1,rf,2,0)).", "requested(1,move(1,l1,2,8)).",
-       "requested(0,move(1,vrf,2,0)).", "requested(0,move(0,vrf,2,8)).", "requested(4,select(vector_zero)).",
-       "requested(1,tile(0)).", "req_tile(1,0,1).", "req_tile(1,1,3).", "req_tile(1,2,4).", "req_tile(1,3,8)."]
+    + [
+        "requested(1,move(2,vrf,2,8)).",
+        "requested(1,move(1,rf,2,0)).",
+        "requested(1,move(1,l1,2,8)).",
+        "requested(0,move(1,vrf,2,0)).",
+        "requested(0,move(0,vrf,2,8)).",
+        "requested(4,select(vector_zero)).",
+        "requested(1,tile(0)).",
+        "req_tile(1,0,1).",
+        "req_tile(1,1,3).",
+        "req_tile(1,2,4).",
+        "req_tile(1,3,8).",
+    ]
 )
 
 
@@ -242,19 +285,32 @@ def test_renamed_target_offers_the_same_rewrites_up_to_renaming(options):
     facts = CATALOG + RENAMED_SPECS
     avx2 = _solve_files([*rules, enc / "targets" / "avx2.lp"], facts)
     other = _solve_files([*rules, renamed], [_rename(f) for f in facts])
-    assert {_rename(a) for a in avx2} == other, (sorted({_rename(a) for a in avx2} - other),
-                                                sorted(other - {_rename(a) for a in avx2}))
+    assert {_rename(a) for a in avx2} == other, (
+        sorted({_rename(a) for a in avx2} - other),
+        sorted(other - {_rename(a) for a in avx2}),
+    )
     # not vacuous: every family of rewrites, reasons and allocations is in the answer
-    for a in ["action(0,move(1,vrf,2,8))", "alloc(0,move(1,vrf,2,8),vrf,1)", "action(0,move(0,rf,2,0))",
-              "alloc(0,move(0,rf,2,0),rf,1)", "action(0,move(1,l1,0,0))", "action(1,tile1(1,2,1))",
-              "action(1,to_accum)", "action(1,move(0,l1,2,0))", "action(1,tile(0))", "child_dim(1,tile(0),2,1,1)",
-              "action(2,select(vector_assign))", "action(3,select(vector_zero))", "action(4,select(mult_add))",
-              'bad(1,move(2,vrf,2,8),"no such move destination from this level in the target")',
-              'bad(1,move(1,rf,2,0),"no such move destination from this level in the target")',
-              'bad(1,move(1,l1,2,8),"only a tensor in a vector-register level has a vector size")',
-              'bad(0,move(1,vrf,2,0),"a tensor in a vector-register level needs a vector size")',
-              'bad(0,move(0,vrf,2,8),"the vector size does not divide the tensor\'s volume")',
-              'bad(4,select(vector_zero),"the kernel does not apply to this spec")']:
+    for a in [
+        "action(0,move(1,vrf,2,8))",
+        "alloc(0,move(1,vrf,2,8),vrf,1)",
+        "action(0,move(0,rf,2,0))",
+        "alloc(0,move(0,rf,2,0),rf,1)",
+        "action(0,move(1,l1,0,0))",
+        "action(1,tile1(1,2,1))",
+        "action(1,to_accum)",
+        "action(1,move(0,l1,2,0))",
+        "action(1,tile(0))",
+        "child_dim(1,tile(0),2,1,1)",
+        "action(2,select(vector_assign))",
+        "action(3,select(vector_zero))",
+        "action(4,select(mult_add))",
+        'bad(1,move(2,vrf,2,8),"no such move destination from this level in the target")',
+        'bad(1,move(1,rf,2,0),"no such move destination from this level in the target")',
+        'bad(1,move(1,l1,2,8),"only a tensor in a vector-register level has a vector size")',
+        'bad(0,move(1,vrf,2,0),"a tensor in a vector-register level needs a vector size")',
+        'bad(0,move(0,vrf,2,8),"the vector size does not divide the tensor\'s volume")',
+        'bad(4,select(vector_zero),"the kernel does not apply to this spec")',
+    ]:
         assert a in avx2, (a, sorted(avx2))
     assert ("action(5,move(0,l1,2,0))" in avx2) == (not options)  # l1_ways: 16 strided rows > 8 ways
     assert ("action(5,move(0,cache1,2,0))" in other) == (not options)
@@ -271,7 +327,10 @@ def test_renamed_target_levels_have_the_same_roles():
         ctl.load(str(target))
         ctl.add("base", [], roles)
         ctl.ground([("base", [])])
-        got[name] = {str(a.symbol) for a in ctl.symbolic_atoms
-                     if a.symbol.name in ("vector_level", "value_level", "level_kind", "level_unit")}
+        got[name] = {
+            str(a.symbol)
+            for a in ctl.symbolic_atoms
+            if a.symbol.name in ("vector_level", "value_level", "level_kind", "level_unit")
+        }
     assert {_rename(a) for a in got["avx2"]} == got["renamed"]
     assert "vector_level(vreg)" in got["renamed"] and "value_level(sreg)" in got["renamed"]

@@ -1,5 +1,6 @@
 """Saved programs: proofs check kernels, `run` refuses what is not proved, and a program
 records its target and rule files so it runs from anywhere (issue 21, part 3)."""
+
 from __future__ import annotations
 
 import json
@@ -59,11 +60,15 @@ def _bump_multadd_cost(saved, tmp_path):
     return bad
 
 
-@pytest.mark.parametrize("tamper,why", [
-    (lambda s, t: _tampered(s, t, '"kernel": "MultAdd"', '"kernel": "ValueZero"'), "do not apply ValueZero"),
-    (lambda s, t: _tampered(s, t, '"kernel": "MultAdd"', '"kernel": "NoSuchKernel"'), "do not apply NoSuchKernel"),
-    (_bump_multadd_cost, "the target's rules give 1"),
-], ids=["swapped", "unknown", "cost"])
+@pytest.mark.parametrize(
+    "tamper,why",
+    [
+        (lambda s, t: _tampered(s, t, '"kernel": "MultAdd"', '"kernel": "ValueZero"'), "do not apply ValueZero"),
+        (lambda s, t: _tampered(s, t, '"kernel": "MultAdd"', '"kernel": "NoSuchKernel"'), "do not apply NoSuchKernel"),
+        (_bump_multadd_cost, "the target's rules give 1"),
+    ],
+    ids=["swapped", "unknown", "cost"],
+)
 def test_verify_refutes_a_tampered_kernel_and_run_refuses_it(saved, tmp_path, capsys, tamper, why):
     bad = tamper(saved, tmp_path)
     rep = verify(load(bad))
@@ -84,8 +89,10 @@ def test_run_no_verify_executes_a_tampered_program_and_numpy_catches_it(saved, t
 
 
 def test_a_padded_layout_is_refused_by_parse_with_the_reason(capsys):
-    text = ("(Matmul(1x6x2x2, (f32, GL, [0, 1, 2, 1 p(4)]), (f32, GL, row_major), (f32, GL, row_major)), "
-            "[16, 16, 1024, 33554432])")
+    text = (
+        "(Matmul(1x6x2x2, (f32, GL, [0, 1, 2, 1 p(4)]), (f32, GL, row_major), (f32, GL, row_major)), "
+        "[16, 16, 1024, 33554432])"
+    )
     with pytest.raises(SpecError, match="a pack must divide its dimension"):
         parse_spec(text)
     assert main(["parse", text]) == 2
@@ -105,12 +112,15 @@ def test_a_saved_program_records_its_rules_and_target_and_runs_from_anywhere(tmp
     (work / "mine").mkdir(parents=True)
     (work / "mine" / "machine.lp").write_text(machine)
     avx = ENCODINGS / "targets" / "avx2"
-    (work / "mine.lp").write_text(f'#include "mine/machine.lp".\n#include "{avx}/kernels.lp".\n#include "{avx}/kernels_c.lp".\n')
+    (work / "mine.lp").write_text(
+        f'#include "mine/machine.lp".\n#include "{avx}/kernels.lp".\n#include "{avx}/kernels_c.lp".\n'
+    )
     (work / "cheap.lp").write_text(
         "kernel_applies(S, cheap_zero) :- spec(S, zero), spec_operand(S, 0, _, L, _, _, _, _), L != rf, L != vrf,"
         " contiguous(S, 0).\n"
         "kernel_cost(S, cheap_zero, 0) :- kernel_applies(S, cheap_zero).\n"
-        'tgt_kernel_c(cheap_zero, f32, "memset({out_ptr}, 0, {out_bytes}); /* cheap */").\n')
+        'tgt_kernel_c(cheap_zero, f32, "memset({out_ptr}, 0, {out_bytes}); /* cheap */").\n'
+    )
     monkeypatch.chdir(work)
     assert main(["synth", SPEC, "-q", "--target", "mine.lp", "--rules", "cheap.lp", "--out", "p.json"]) == 0
     doc = json.loads((work / "p.json").read_text())

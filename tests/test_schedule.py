@@ -1,19 +1,15 @@
 """Schedules: Figure 1 program and hand cost, default child, errors, boundaries, serialize."""
+
 from __future__ import annotations
 
 import itertools
-from math import prod
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from morello_asp import Layout, ScheduleError, SpecError, SpecSyntaxError, parse_spec
+from morello_asp import ScheduleError, parse_spec
 from morello_asp.cli_schedule import FIGURE1, figure1
-from morello_asp.dtypes import Dtype
 from morello_asp.ir import Alloc, KernelApp, Loop, loop_regions
-from morello_asp.layout import PhysDim
 from morello_asp.serialize import from_json, to_json
 
 LAYOUTS3 = ["row_major", "col_major", "[0, 2, 1, 2 p(8)]", "[0, 1, 2, 2 oe(8)]", "[1, 0, 2]"]

@@ -1,20 +1,12 @@
 """Spec text: parse/print round trip, sugar, syntax and spec errors."""
+
 from __future__ import annotations
 
-import itertools
-from math import prod
-
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from morello_asp import Layout, ScheduleError, SpecError, SpecSyntaxError, parse_spec
-from morello_asp.cli_schedule import FIGURE1, figure1
-from morello_asp.dtypes import Dtype
-from morello_asp.ir import Alloc, KernelApp, Loop, loop_regions
-from morello_asp.layout import PhysDim
-from morello_asp.serialize import from_json, to_json
+from morello_asp import SpecError, SpecSyntaxError, parse_spec
 
 LAYOUTS3 = ["row_major", "col_major", "[0, 2, 1, 2 p(8)]", "[0, 1, 2, 2 oe(8)]", "[1, 0, 2]"]
 
@@ -42,7 +34,12 @@ def specs(draw):
             parts.append(draw(st.sampled_from(["v4", "v8"])))
         ops.append("(" + ", ".join(parts) + ")")
     serial = ", serial" if draw(st.booleans()) else ""
-    lims = [draw(st.sampled_from([0, 1, 4, 16])), draw(st.sampled_from([0, 8, 16])), draw(st.sampled_from([16, 1024])), 1 << 20]
+    lims = [
+        draw(st.sampled_from([0, 1, 4, 16])),
+        draw(st.sampled_from([0, 8, 16])),
+        draw(st.sampled_from([16, 1024])),
+        1 << 20,
+    ]
     dims = draw(st.sampled_from(["x", "×"])).join(map(str, shape))
     return f"({kind}({dims}, {', '.join(ops)}{serial}), [{', '.join(map(str, lims))}])"
 
@@ -56,35 +53,51 @@ def test_parse_print_round_trip(text):
 
 
 def test_paper_example_and_sugar():
-    t = ("(MatmulAccum(1x4x128x16, (bf16, L1, row_major), (bf16, L1, col_major, ua, c0), "
-         "(f32, VRF, row_major, v8), serial), [64, 1024, 32768, 1073741824])")
+    t = (
+        "(MatmulAccum(1x4x128x16, (bf16, L1, row_major), (bf16, L1, col_major, ua, c0), "
+        "(f32, VRF, row_major, v8), serial), [64, 1024, 32768, 1073741824])"
+    )
     s = parse_spec(t)
     assert s.text() == t and s.operands[1].contig == 0 and not s.operands[1].aligned
     sugar = parse_spec("Matmul(64×32×16, f32)")
     assert sugar.shape == (1, 64, 32, 16) and all(o.level == "GL" for o in sugar.operands) and sugar.serial
 
 
-@pytest.mark.parametrize("text,where,what", [
-    ("(MatmulAccum(1x4x4x16, (f33, RF, row_major)", "column 25", "dtype"),
-    ("Matmul(4x4x, f32)", "column 12", "dimension size"),
-    ("Matmul(4x4x4, f33)", "column 15", "a dtype (one of u8"),
-    ("Foo(4x4x4, f32)", "column 1", "a spec kind (one of Matmul"),
-    ("(Matmul(1x4x4x4, (f32, GL, row_major, zz), (f32, GL, row_major), (f32, GL, row_major)), [1,1,1,1])", "column", "ua, cN or vN"),
-])
+@pytest.mark.parametrize(
+    "text,where,what",
+    [
+        ("(MatmulAccum(1x4x4x16, (f33, RF, row_major)", "column 25", "dtype"),
+        ("Matmul(4x4x, f32)", "column 12", "dimension size"),
+        ("Matmul(4x4x4, f33)", "column 15", "a dtype (one of u8"),
+        ("Foo(4x4x4, f32)", "column 1", "a spec kind (one of Matmul"),
+        (
+            "(Matmul(1x4x4x4, (f32, GL, row_major, zz), (f32, GL, row_major), (f32, GL, row_major)), [1,1,1,1])",
+            "column",
+            "ua, cN or vN",
+        ),
+    ],
+)
 def test_syntax_errors_name_position_and_expectation(text, where, what):
     with pytest.raises(SpecSyntaxError) as e:
         parse_spec(text)
     assert where in str(e.value) and what in str(e.value)
 
 
-@pytest.mark.parametrize("text,msg", [
-    ("Matmul(4x4, f32)", "4 dimensions"),
-    ("(Matmul(1x4x4x4, (f32, VRF, row_major, v3), (f32, GL, row_major), (f32, GL, row_major)), [1,2,3,4])", "vector registers hold"),
-    ("(Matmul(1x2x2x2, (f32, VRF, row_major, v8), (f32, GL, row_major), (f32, GL, row_major)), [1,2,3,4])", "does not divide"),
-    ("(Matmul(1x2x2x2, (f32, GL, row_major), (f32, GL, row_major)), [1,2,3,4])", "3 tensor specs"),
-])
+@pytest.mark.parametrize(
+    "text,msg",
+    [
+        ("Matmul(4x4, f32)", "4 dimensions"),
+        (
+            "(Matmul(1x4x4x4, (f32, VRF, row_major, v3), (f32, GL, row_major), (f32, GL, row_major)), [1,2,3,4])",
+            "vector registers hold",
+        ),
+        (
+            "(Matmul(1x2x2x2, (f32, VRF, row_major, v8), (f32, GL, row_major), (f32, GL, row_major)), [1,2,3,4])",
+            "does not divide",
+        ),
+        ("(Matmul(1x2x2x2, (f32, GL, row_major), (f32, GL, row_major)), [1,2,3,4])", "3 tensor specs"),
+    ],
+)
 def test_spec_errors(text, msg):
     with pytest.raises((SpecError, SpecSyntaxError), match=msg):
         parse_spec(text)
-
-

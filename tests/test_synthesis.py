@@ -1,5 +1,6 @@
 """Synthesis end to end: the rule files' rewrites, the dynamic program, and every
 synthesized program compiled and checked against numpy."""
+
 from __future__ import annotations
 
 import itertools
@@ -113,7 +114,9 @@ def test_rewrites_leave_canonical_children_never_the_spec_itself(text):
 
 
 def test_no_implementation_is_a_clear_answer():
-    spec = parse_spec("(Matmul(1x4x4x4, (f32, GL, row_major), (f32, GL, row_major), (f32, GL, row_major), serial), [0, 0, 0, 0])")
+    spec = parse_spec(
+        "(Matmul(1x4x4x4, (f32, GL, row_major), (f32, GL, row_major), (f32, GL, row_major), serial), [0, 0, 0, 0])"
+    )
     with pytest.raises(NoImplementationError, match="no implementation"):
         synthesize(spec)
 
@@ -131,11 +134,11 @@ def test_synthesize_all_completes_a_partial_schedule():
 def test_a_new_kernel_in_its_own_file_is_picked_when_cheaper(tmp_path):
     lp = tmp_path / "fast_zero.lp"
     lp.write_text(
-        '% A zero kernel for any contiguous L1/GL tensor that is cheaper than memset.\n'
-        'tgt_kernel(cheap_zero).\n'
-        'kernel_applies(S, cheap_zero) :- spec(S, zero), spec_operand(S, 0, _, L, _, _, _, _), L != rf, L != vrf,'
-        ' contiguous(S, 0).\n'
-        'kernel_cost(S, cheap_zero, 0) :- kernel_applies(S, cheap_zero).\n'
+        "% A zero kernel for any contiguous L1/GL tensor that is cheaper than memset.\n"
+        "tgt_kernel(cheap_zero).\n"
+        "kernel_applies(S, cheap_zero) :- spec(S, zero), spec_operand(S, 0, _, L, _, _, _, _), L != rf, L != vrf,"
+        " contiguous(S, 0).\n"
+        "kernel_cost(S, cheap_zero, 0) :- kernel_applies(S, cheap_zero).\n"
         'tgt_kernel_c(cheap_zero, f32, "memset({out_ptr}, 0, {out_bytes}); /* cheap */").\n'
     )
     spec = parse_spec("Matmul(2x2x2, f32)")
@@ -160,7 +163,9 @@ def test_a_second_target_with_tiny_l1_changes_the_program(tmp_path):
     from morello_asp.target import ENCODINGS
 
     machine = (ENCODINGS / "targets" / "avx2" / "machine.lp").read_text()
-    tiny = machine.replace("tgt_level(l1,  2, 1024,", "tgt_level(l1,  2, 4,").replace("tgt_name(avx2).", "tgt_name(tiny).")
+    tiny = machine.replace("tgt_level(l1,  2, 1024,", "tgt_level(l1,  2, 4,").replace(
+        "tgt_name(avx2).", "tgt_name(tiny)."
+    )
     assert tiny != machine
     (tmp_path / "tiny").mkdir()
     (tmp_path / "tiny" / "machine.lp").write_text(tiny)
@@ -193,8 +198,13 @@ def _tall_strided_cache_moves(imp, ways=8):
             continue
         old = n.spec.operands[n.operand]
         shape = n.spec.operand_shapes[n.operand]
-        if old.level != "L1" and new.layout == old.layout and old.contig < old.layout.full_contiguity() \
-                and len(shape) >= 2 and shape[-2] > ways:
+        if (
+            old.level != "L1"
+            and new.layout == old.layout
+            and old.contig < old.layout.full_contiguity()
+            and len(shape) >= 2
+            and shape[-2] > ways
+        ):
             found.append(n)
     return found
 
@@ -202,8 +212,10 @@ def _tall_strided_cache_moves(imp, ways=8):
 @pytest.mark.slow
 def test_optional_l1_ways_rules_remove_tall_strided_cache_moves():
     """`l1_ways` (encodings/options/) forbids caching a strided tile taller than L1's ways."""
-    tile = parse_spec("(MatmulAccum(1x4x16x16, (f32, GL, row_major), (f32, GL, row_major, c1), "
-                      "(f32, GL, row_major, c1)), [16, 16, 1024, 33554432])")
+    tile = parse_spec(
+        "(MatmulAccum(1x4x16x16, (f32, GL, row_major), (f32, GL, row_major, c1), "
+        "(f32, GL, row_major, c1)), [16, 16, 1024, 33554432])"
+    )
     moves = {e.action.text() for e in Engine("avx2").expand(tile)}
     moves_ways = {e.action.text() for e in Engine("avx2", ("l1_ways",)).expand(tile)}
     assert moves - moves_ways == {"move_param(1, L1, row_major)"}  # 16 strided rows of B
@@ -219,10 +231,14 @@ def test_optional_l1_ways_rules_remove_tall_strided_cache_moves():
 
 def test_optional_rows6_rules_offer_six_row_tiles_over_packed_panels():
     """`rows6` adds 6-row tiles (the 6x16 register block) where rhs is a packed L1 panel."""
-    packed = parse_spec("(MatmulAccum(1x12x16x16, (f32, L1, row_major), (f32, L1, [0, 2, 1, 2 p(16)]), "
-                        "(f32, L1, row_major)), [16, 16, 1024, 33554432])")
-    plain = parse_spec("(MatmulAccum(1x12x16x16, (f32, L1, row_major), (f32, L1, row_major), "
-                       "(f32, L1, row_major)), [16, 16, 1024, 33554432])")
+    packed = parse_spec(
+        "(MatmulAccum(1x12x16x16, (f32, L1, row_major), (f32, L1, [0, 2, 1, 2 p(16)]), "
+        "(f32, L1, row_major)), [16, 16, 1024, 33554432])"
+    )
+    plain = parse_spec(
+        "(MatmulAccum(1x12x16x16, (f32, L1, row_major), (f32, L1, row_major), "
+        "(f32, L1, row_major)), [16, 16, 1024, 33554432])"
+    )
     eng, eng6 = Engine("avx2"), Engine("avx2", ("rows6",))
     six = "tile([1, 6, 16, 16])"
     assert six not in {e.action.text() for e in eng.expand(packed)}
@@ -230,8 +246,11 @@ def test_optional_rows6_rules_offer_six_row_tiles_over_packed_panels():
     exps = [e for e in eng6.expand(packed) if e.action.text() == six]
     assert len(exps) == 1 and all(c.shape[1] == 6 for c in exps[0].children)
     # A partial program that packs B; the synthesizer finishes it with 6-row register tiles.
-    partial = parse_spec("Matmul(12x16x16, f32)").to_accum().subschedule(
-        [1], lambda a: a.move_param(1, "L1", "[0, 2, 1, 2 p(16)]"))
+    partial = (
+        parse_spec("Matmul(12x16x16, f32)")
+        .to_accum()
+        .subschedule([1], lambda a: a.move_param(1, "L1", "[0, 2, 1, 2 p(16)]"))
+    )
     imp = synthesize_all(partial, rules=["rows6"])
     assert any(getattr(n, "tile_shape", (0, 0))[1:2] == (6,) for n in imp.walk()), str(imp)
     check_runs(imp)

@@ -1,25 +1,32 @@
 """z3 legality proofs: good layouts and programs prove, crafted bad ones are refuted
 with counterexamples that really fail."""
+
 from __future__ import annotations
 
 import dataclasses
 import re
 
-import numpy as np
 import pytest
 
 from morello_asp import Layout, parse_spec
 from morello_asp.cli import main
 from morello_asp.cli_schedule import figure1
-from morello_asp.ir import Alloc, Loop
+from morello_asp.ir import Loop
 from morello_asp.serialize import save
 from morello_asp.solver.verify import prove_layout, verify
 
 
-@pytest.mark.parametrize("text,shape", [
-    ("row_major", (6, 8)), ("col_major", (6, 8)), ("[1, 0, 1 p(4)]", (6, 8)),
-    ("[0, 2, 1, 2 p(16)]", (1, 8, 32)), ("[0, 1, 1 oe(8)]", (3, 16)), ("[2, 0, 1]", (2, 3, 4)),
-])
+@pytest.mark.parametrize(
+    "text,shape",
+    [
+        ("row_major", (6, 8)),
+        ("col_major", (6, 8)),
+        ("[1, 0, 1 p(4)]", (6, 8)),
+        ("[0, 2, 1, 2 p(16)]", (1, 8, 32)),
+        ("[0, 1, 1 oe(8)]", (3, 16)),
+        ("[2, 0, 1]", (2, 3, 4)),
+    ],
+)
 def test_good_layouts_prove(text, shape):
     assert prove_layout(Layout.parse(text, len(shape)), shape).status == "proved"
 
@@ -75,7 +82,10 @@ def test_missing_boundary_refuted():
 
 
 def test_oversized_register_tile_refuted():
-    spec = parse_spec("(MatmulAccum(1x1x1x256, (f32, L1, row_major), (f32, L1, row_major), (f32, L1, row_major), serial), [16, 64, 1024, 1024])")
+    spec = parse_spec(
+        "(MatmulAccum(1x1x1x256, (f32, L1, row_major), (f32, L1, row_major), (f32, L1, row_major), "
+        "serial), [16, 64, 1024, 1024])"
+    )
     good = spec.move_param(2, "VRF", "row_major", vector_size=8)  # 32 vector registers: fits the spec's 64
     rep = verify(good)
     assert not rep.ok and "capacity 16" in str(rep)

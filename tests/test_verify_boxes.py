@@ -1,6 +1,7 @@
 """Symbolic proofs over memo boxes (`db verify`): a real table proves; boxes corrupted on
 purpose are refuted with a counterexample that is a spec of the box and really fails;
 hand-built boxes spanning several shapes prove."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,12 +20,12 @@ from morello_asp.layout import Layout
 from morello_asp.solver import verify_boxes
 from morello_asp.solver.box_space import BoxSpace
 from morello_asp.solver.coords import from_coords, to_coords
-from morello_asp.target import get_target
 from morello_asp.solver.engine import Action, get_engine
 from morello_asp.solver.memo import Decision
 from morello_asp.solver.memo_db import open_memo
 from morello_asp.solver.verify_boxes import sym_layout, sym_regions, verify_table
 from morello_asp.synthesis import synthesize
+from morello_asp.target import get_target
 
 LEVELS = tuple(get_target().level_names)
 
@@ -71,7 +72,7 @@ def test_synthesized_table_proves_through_the_cli(table, capsys):
 
 def test_widened_tile_box_is_refuted_with_a_spec_the_tile_does_not_fit(table):
     _, rows = table
-    for key, seq, lo, hi, d in rows:
+    for key, seq, lo, hi, d in rows:  # noqa: B007  (the loop finds them)
         a = d.action
         if a is None or a.name != "tile" or "shape" in json.loads(key):
             continue
@@ -92,8 +93,14 @@ def test_widened_tile_box_is_refuted_with_a_spec_the_tile_does_not_fit(table):
 
 def test_reduction_split_in_a_non_accumulating_matmul_is_refuted(table):
     _, rows = table
-    key, seq, lo, hi, d = next(r for r in rows if r[4].action is not None and r[4].action.name == "tile"
-                               and json.loads(r[0])["kind"] == "Matmul" and r[2][2] > 0)
+    key, seq, lo, hi, d = next(
+        r
+        for r in rows
+        if r[4].action is not None
+        and r[4].action.name == "tile"
+        and json.loads(r[0])["kind"] == "Matmul"
+        and r[2][2] > 0
+    )
     tile = list(d.action.args[0])
     tile[2] = 1  # split k
     bad = dataclasses.replace(d, action=Action("tile", (tuple(tile), False)))
@@ -105,10 +112,15 @@ def test_reduction_split_in_a_non_accumulating_matmul_is_refuted(table):
 
 def test_widened_packed_move_is_refuted_at_a_shape_the_pack_does_not_divide(table):
     _, rows = table
-    for key, seq, lo, hi, d in rows:
+    for key, seq, lo, hi, d in rows:  # noqa: B007  (the loop finds them)
         a = d.action
-        if (a is not None and a.name == "move" and a.args[2].is_packed and a.args[1] == "VRF"
-                and all(o.level != "VRF" for o in from_coords(key, lo).operands)):
+        if (
+            a is not None
+            and a.name == "move"
+            and a.args[2].is_packed
+            and a.args[1] == "VRF"
+            and all(o.level != "VRF" for o in from_coords(key, lo).operands)
+        ):
             break  # (a VRF operand's vector size would keep n >= 8 on its own)
     else:
         pytest.fail("no packed move to corrupt")
@@ -126,8 +138,9 @@ def test_widened_packed_move_is_refuted_at_a_shape_the_pack_does_not_divide(tabl
 
 def test_peak_over_the_box_limits_is_refuted(table):
     _, rows = table
-    key, seq, lo, hi, d = next(r for r in rows if r[4].action is not None and r[4].action.name == "move"
-                               and r[4].action.args[1] == "L1")
+    key, seq, lo, hi, d = next(
+        r for r in rows if r[4].action is not None and r[4].action.name == "move" and r[4].action.args[1] == "L1"
+    )
     peak = list(d.peak)
     peak[2] = lo[-2] + 1  # one L1 line more than the box's lowest limit
     rep = verify_table(Boxes([(key, seq, lo, hi, dataclasses.replace(d, peak=tuple(peak)))]), rules=False)
@@ -184,16 +197,36 @@ def test_hand_built_multi_shape_boxes_prove():
     p8 = Layout.parse("[0, 2, 1, 2 p(8)]", 3)
     rows = [
         # m in 8..32: one loop over 4-row tiles
-        box(f"(MatmulAccum(1x8x8x8, (f32, GL, row_major), (f32, GL, row_major), (f32, GL, row_major), serial), {FULL})",
-            {1: (3, 5)}, Action("tile", ((1, 4, 8, 8), False)), (0, 0, 0, 0), (0, 0, 0, 0)),
+        box(
+            f"(MatmulAccum(1x8x8x8, (f32, GL, row_major), (f32, GL, row_major), (f32, GL, row_major), serial), {FULL})",
+            {1: (3, 5)},
+            Action("tile", ((1, 4, 8, 8), False)),
+            (0, 0, 0, 0),
+            (0, 0, 0, 0),
+        ),
         # n in 8..32: pack rhs into 8-wide panels in L1 (n/2 lines, at most 16)
-        box(f"(MatmulAccum(1x1x8x8, (f32, L1, row_major), (f32, GL, row_major), (f32, L1, row_major), serial), {FULL})",
-            {3: (3, 5)}, Action("move", (1, "L1", p8, 0)), (0, 0, 16, 0), (0, 0, 16, 0)),
+        box(
+            f"(MatmulAccum(1x1x8x8, (f32, L1, row_major), (f32, GL, row_major), (f32, L1, row_major), serial), {FULL})",
+            {3: (3, 5)},
+            Action("move", (1, "L1", p8, 0)),
+            (0, 0, 16, 0),
+            (0, 0, 16, 0),
+        ),
         # rows in 1..4: whole-vector copies into registers
-        box(f"(Move(1x1x8, (f32, L1, row_major), (f32, VRF, row_major, v8), serial), {FULL})",
-            {1: (0, 2)}, Action("select", ("VectorAssign",)), (0, 0, 0, 0), (0, 0, 0, 0)),
-        box(f"(Zero(1x1x8, (f32, L1, row_major), serial), {FULL})",
-            {1: (0, 4)}, Action("select", ("MemsetZero",)), (0, 0, 0, 0), (0, 0, 0, 0)),
+        box(
+            f"(Move(1x1x8, (f32, L1, row_major), (f32, VRF, row_major, v8), serial), {FULL})",
+            {1: (0, 2)},
+            Action("select", ("VectorAssign",)),
+            (0, 0, 0, 0),
+            (0, 0, 0, 0),
+        ),
+        box(
+            f"(Zero(1x1x8, (f32, L1, row_major), serial), {FULL})",
+            {1: (0, 4)},
+            Action("select", ("MemsetZero",)),
+            (0, 0, 0, 0),
+            (0, 0, 0, 0),
+        ),
     ]
     rep = verify_table(Boxes(rows))
     assert rep.ok, str(rep)
@@ -204,10 +237,17 @@ def test_hand_built_multi_shape_boxes_prove():
 
 
 def test_dropping_a_boundary_region_breaks_coverage(monkeypatch):
-    row = box(f"(MatmulAccum(1x8x8x8, (f32, GL, row_major), (f32, GL, row_major), (f32, GL, row_major), serial), {FULL})",
-              {1: (2, 4)}, Action("tile", ((1, 3, 8, 8), False)), (0, 0, 0, 0), (0, 0, 0, 0))
+    row = box(
+        f"(MatmulAccum(1x8x8x8, (f32, GL, row_major), (f32, GL, row_major), (f32, GL, row_major), serial), {FULL})",
+        {1: (2, 4)},
+        Action("tile", ((1, 3, 8, 8), False)),
+        (0, 0, 0, 0),
+        (0, 0, 0, 0),
+    )
     assert verify_table(Boxes([row]), rules=False).ok  # m in 4..16, tiles of 3: boundary rows
-    monkeypatch.setattr(verify_boxes, "sym_regions", lambda dims, tile: [r for r in sym_regions(dims, tile) if r.mask != 2])
+    monkeypatch.setattr(
+        verify_boxes, "sym_regions", lambda dims, tile: [r for r in sym_regions(dims, tile) if r.mask != 2]
+    )
     rep = verify_table(Boxes([row]), rules=False)
     [ob] = refuted(rep, "exactly once")  # the rows left over by m % 3
     assert "covered by nothing" in ob.detail and ob.counterexample.shape[1] % 3
@@ -216,13 +256,24 @@ def test_dropping_a_boundary_region_breaks_coverage(monkeypatch):
 # ---- the symbolic terms agree with the IR at concrete shapes -----------------------------
 @pytest.mark.parametrize("shape,tile", [((7, 8, 5), (3, 8, 2)), ((4, 6), (4, 4)), ((1, 16, 9, 8), (1, 4, 2, 8))])
 def test_sym_regions_are_loop_regions(shape, tile):
-    regions = [r for r in sym_regions(list(shape), tile) if z3.is_true(z3.simplify(z3.BoolVal(True) if r.present is True else r.present))]
-    got = [(tuple(z3.simplify(z3.IntVal(0) + o).as_long() for o in r.offset),
-            tuple(z3.simplify(z3.IntVal(0) + c).as_long() for c in r.child)) for r in regions]
+    regions = [
+        r
+        for r in sym_regions(list(shape), tile)
+        if z3.is_true(z3.simplify(z3.BoolVal(True) if r.present is True else r.present))
+    ]
+    got = [
+        (
+            tuple(z3.simplify(z3.IntVal(0) + o).as_long() for o in r.offset),
+            tuple(z3.simplify(z3.IntVal(0) + c).as_long() for c in r.child),
+        )
+        for r in regions
+    ]
     assert got == [(o, s) for o, s, _ in loop_regions(shape, tile)]
 
 
-@pytest.mark.parametrize("text,shape", [("[0, 2, 1, 2 p(8)]", (1, 3, 16)), ("[0, 1, 1 oe(8)]", (3, 16)), ("col_major", (2, 3, 4))])
+@pytest.mark.parametrize(
+    "text,shape", [("[0, 2, 1, 2 p(8)]", (1, 3, 16)), ("[0, 1, 1 oe(8)]", (3, 16)), ("col_major", (2, 3, 4))]
+)
 def test_sym_layout_is_buffer_expr(text, shape):
     lay = Layout.parse(text, len(shape))
     dims = [z3.Int(f"D{i}") for i in range(len(shape))]
@@ -238,7 +289,9 @@ def test_sym_layout_is_buffer_expr(text, shape):
 
 
 def test_box_space_decodes_points_of_the_box():
-    key, _, lo, hi, _ = box(f"(Zero(1x1x8, (f32, L1, row_major), serial), {FULL})", {1: (0, 4)}, None, (0,) * 4, (0,) * 4)
+    key, _, lo, hi, _ = box(
+        f"(Zero(1x1x8, (f32, L1, row_major), serial), {FULL})", {1: (0, 4)}, None, (0,) * 4, (0,) * 4
+    )
     sp = BoxSpace(key, lo, hi, get_engine().target)
     assert sp.dim_values[1] == [1, 2, 4, 8, 16] and sp.n_classes() == 5
     assert [from_p.shape for from_p in (sp.spec_at(p) for p in sp.classes())] == [(1, m, 8) for m in (1, 2, 4, 8, 16)]

@@ -5,6 +5,7 @@ Adding a family: a logic file in encodings/rules/ (included from encodings/synth
 deriving `cand(S, Term)` and its children, and a module here with a `Rewrite` subclass,
 registered below (or by a user's code with `register`).
 """
+
 from __future__ import annotations
 
 from morello_asp.errors import RuleError, ScheduleError
@@ -20,8 +21,12 @@ _BY_TAG: dict[str, Rewrite] = {}
 
 def register(fam: Rewrite) -> Rewrite:
     """Make a family known; its name, action functors and node class must be new."""
-    tables: list[tuple[dict, list]] = [(_BY_NAME, [fam.name]), (_BY_ATOM, list(fam.atoms)), (_BY_NODE, [fam.node]),
-                                       (_BY_TAG, [fam.node_tag])]
+    tables: list[tuple[dict, list]] = [
+        (_BY_NAME, [fam.name]),
+        (_BY_ATOM, list(fam.atoms)),
+        (_BY_NODE, [fam.node]),
+        (_BY_TAG, [fam.node_tag]),
+    ]
     for table, keys in tables:
         for k in keys:
             if k in table and table[k] is not fam:
@@ -45,8 +50,10 @@ def for_atom(functor: str) -> Rewrite:
     try:
         return _BY_ATOM[functor]
     except KeyError:
-        raise RuleError(f"a logic file derived an action the engine does not know: {functor}(...); "
-                        f"known action terms: {', '.join(sorted(_BY_ATOM))}") from None
+        raise RuleError(
+            f"a logic file derived an action the engine does not know: {functor}(...); "
+            f"known action terms: {', '.join(sorted(_BY_ATOM))}"
+        ) from None
 
 
 def for_node(node) -> Rewrite:

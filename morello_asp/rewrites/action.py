@@ -4,6 +4,7 @@ Actions are what the memo table stores and what a user's scheduling call asks fo
 that depends on the family (text, JSON, decoding, the IR node it builds) is looked up
 in the registry (morello_asp.rewrites), never by comparing names here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ class Action:
         return {"rewrite": self.name, **self.family.args_to_json(self)}
 
     @staticmethod
-    def from_json(obj: dict, ranks: tuple[int, ...] = ()) -> "Action":
+    def from_json(obj: dict, ranks: tuple[int, ...] = ()) -> Action:
         """Inverse of to_json; `ranks` (operand ranks of the spec) parses layouts."""
         from . import family
 

@@ -7,11 +7,13 @@ JSON, the IR node it builds and the inverse, the node's cost, peak memory and JS
 its z3 proof obligations for programs and for memo boxes. Every method without a body is
 abstract, so a family that forgets one fails when it is registered, not silently later.
 """
+
 from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from .action import Action
 
@@ -19,11 +21,11 @@ if TYPE_CHECKING:
     from morello_asp.codegen.emit import Emitter, View
     from morello_asp.ir import Impl
     from morello_asp.printer import Listing
+    from morello_asp.solver.box_space import BoxSpace
     from morello_asp.solver.engine import Expansion
     from morello_asp.solver.facts import LayoutIds
     from morello_asp.solver.verify import Obligation, ProgramContext
     from morello_asp.solver.verify_boxes import BoxObligation, BoxProver
-    from morello_asp.solver.box_space import BoxSpace
     from morello_asp.spec import Spec
     from morello_asp.target import Target
 
@@ -31,8 +33,8 @@ if TYPE_CHECKING:
 class Context(Protocol):
     """What decoding and requests need from the engine."""
 
-    target: "Target"
-    ids: "LayoutIds"
+    target: Target
+    ids: LayoutIds
 
 
 class Rewrite(ABC):
@@ -43,13 +45,12 @@ class Rewrite(ABC):
 
     # ---- the logic files' side ------------------------------------------------------
     @abstractmethod
-    def decode(self, spec: "Spec", functor: str, args: list[str], ctx: Context,
-               requested: Action | None) -> Action:
+    def decode(self, spec: Spec, functor: str, args: list[str], ctx: Context, requested: Action | None) -> Action:
         """The action an answer's term `functor(args)` stands for; `requested` is the
         action a user asked for, when the term answers a request."""
 
     @abstractmethod
-    def request(self, spec: "Spec", action: Action, ctx: Context) -> tuple[str, list[str]]:
+    def request(self, spec: Spec, action: Action, ctx: Context) -> tuple[str, list[str]]:
         """The action term and extra facts that ask the logic files for `action`;
         raises ScheduleError when the arguments cannot fit the spec at all."""
 
@@ -73,51 +74,52 @@ class Rewrite(ABC):
 
     # ---- the IR -------------------------------------------------------------------------
     @abstractmethod
-    def build(self, spec: "Spec", exp: "Expansion", kids: list["Impl"]) -> "Impl":
+    def build(self, spec: Spec, exp: Expansion, kids: list[Impl]) -> Impl:
         """The IR node the expansion builds, with `kids` as its children in key order."""
 
     @abstractmethod
-    def action_of(self, node: "Impl") -> Action:
+    def action_of(self, node: Impl) -> Action:
         """The inverse of build: the action that made `node`."""
 
     @abstractmethod
-    def cost(self, node: "Impl", child_costs: list[int], target: "Target") -> int:
+    def cost(self, node: Impl, child_costs: list[int], target: Target) -> int:
         """The node's cost from its children's (paper 3: affine in them)."""
 
-    def peak(self, node: "Impl", child_peaks: list[tuple[int, ...]], target: "Target") -> tuple[int, ...]:
+    def peak(self, node: Impl, child_peaks: list[tuple[int, ...]], target: Target) -> tuple[int, ...]:
         """Smallest per-level limits the node fits in: by default its children's
         (only a family that allocates adds to them)."""
         n = len(target.levels)
         return tuple(max((p[i] for p in child_peaks), default=0) for i in range(n))
 
     @abstractmethod
-    def list_node(self, node: "Impl", args: list[str], depth: int, out: "Listing") -> None:
+    def list_node(self, node: Impl, args: list[str], depth: int, out: Listing) -> None:
         """The node's lines in a program listing (morello_asp/printer.py), its operands
         named `args`; children through out.node(child, names, depth)."""
 
     @abstractmethod
-    def emit_c(self, node: "Impl", views: list["View"], em: "Emitter") -> None:
+    def emit_c(self, node: Impl, views: list[View], em: Emitter) -> None:
         """The node's C (codegen/emit.py): `views` are its operands' buffers and origins;
         children through em.emit(child, views)."""
 
     @abstractmethod
-    def node_to_json(self, node: "Impl", rec: Callable[["Impl"], dict]) -> dict: ...
+    def node_to_json(self, node: Impl, rec: Callable[[Impl], dict]) -> dict: ...
 
     @abstractmethod
-    def node_from_json(self, d: dict, spec: "Spec", rec: Callable[[dict], "Impl"]) -> "Impl": ...
+    def node_from_json(self, d: dict, spec: Spec, rec: Callable[[dict], Impl]) -> Impl: ...
 
     # ---- proofs ---------------------------------------------------------------------------
     @abstractmethod
-    def program_obligations(self, node: "Impl", ctx: "ProgramContext") -> list["Obligation"]:
+    def program_obligations(self, node: Impl, ctx: ProgramContext) -> list[Obligation]:
         """Proof obligations of one node of a program (return [] to state there are
         none); `ctx` gives the target and the rules' expansions of a spec."""
 
     @abstractmethod
-    def box_obligations(self, prover: "BoxProver", head: str, seq: int, space: "BoxSpace",
-                        action: Action) -> list["BoxObligation"]:
+    def box_obligations(
+        self, prover: BoxProver, head: str, seq: int, space: BoxSpace, action: Action
+    ) -> list[BoxObligation]:
         """z3 obligations of a memo box that stores `action` for all its specs."""
 
-    def rule_children_mismatch(self, spec: "Spec", action: Action, exp: "Expansion") -> str | None:
+    def rule_children_mismatch(self, spec: Spec, action: Action, exp: Expansion) -> str | None:
         """When the rules' children for `action` on `spec` differ from what the IR node
         runs, why; checked on every spec class of a memo box."""
         return None

@@ -8,6 +8,7 @@ Action args: (operand index, level name as in spec text, Layout, vector size or 
 Children are keyed 0 load, 1 body, 2 store; a cache move that keeps the layout has the
 body only (the hardware does the copy).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -62,7 +63,9 @@ class Move(Rewrite):
         from morello_asp.layout import Layout
 
         op = obj["operand"]
-        return Action("move", (op, obj["level"], Layout.parse(obj["layout"], ranks[op], validate=False), obj["vector_size"]))
+        return Action(
+            "move", (op, obj["level"], Layout.parse(obj["layout"], ranks[op], validate=False), obj["vector_size"])
+        )
 
     def build(self, spec, exp, kids):
         op = exp.action.args[0]
@@ -130,9 +133,14 @@ class Move(Rewrite):
         em.close_buffer(buf, heap)
 
     def node_to_json(self, node, rec):
-        return {"node": "alloc", "operand": node.operand, "new": node.new.text(), "body": rec(node.body),
-                "load": rec(node.load) if node.load is not None else None,
-                "store": rec(node.store) if node.store is not None else None}
+        return {
+            "node": "alloc",
+            "operand": node.operand,
+            "new": node.new.text(),
+            "body": rec(node.body),
+            "load": rec(node.load) if node.load is not None else None,
+            "store": rec(node.store) if node.store is not None else None,
+        }
 
     def node_from_json(self, d, spec, rec):
         from morello_asp.spec import parse_tensor_spec
@@ -153,11 +161,11 @@ class Move(Rewrite):
         return [prove_layout(node.new.layout, tuple(node.spec.operand_shapes[node.operand]))]
 
     def box_obligations(self, prover, head, seq, sp, a):
+        import z3
+
         from morello_asp.layout import Layout
         from morello_asp.solver.box_space import as_bool, ceil_div, mod
         from morello_asp.solver.verify_boxes import value
-
-        import z3
 
         op, level, layout, v = a.args
         v = v or 0
@@ -171,17 +179,37 @@ class Move(Rewrite):
             obs.append(prover.layout(head, seq, sp, layout, shape, shape_key))
         nb = sp.dtypes[op].nbytes
         vol = sp.operand_volume(op)
-        units = {"value": vol, "vector": ceil_div(vol, v or 1), "line": ceil_div(vol * nb, prover.target.line_bytes),
-                 "byte": vol * nb}[lv.unit]
+        units = {
+            "value": vol,
+            "vector": ceil_div(vol, v or 1),
+            "line": ceil_div(vol * nb, prover.target.line_bytes),
+            "byte": vol * nb,
+        }[lv.unit]
         limit = sp.limits[lv.index]
-        obs.append(prover.ob(head, seq, sp, f"the new buffer fits under the box's lowest {lv.name} limit",
-                             lambda: as_bool(units > limit),
-                             lambda m: f"{value(m, units)} {lv.unit}s at shape {prover.shape(m, sp)} but the limit is {value(m, limit)}",
-                             (lv.unit, v, nb, shape_key, sp.axis_range(limit))))
+        obs.append(
+            prover.ob(
+                head,
+                seq,
+                sp,
+                f"the new buffer fits under the box's lowest {lv.name} limit",
+                lambda: as_bool(units > limit),
+                lambda m: (
+                    f"{value(m, units)} {lv.unit}s at shape {prover.shape(m, sp)} but the limit is {value(m, limit)}"
+                ),
+                (lv.unit, v, nb, shape_key, sp.axis_range(limit)),
+            )
+        )
         if lv.unit == "vector":
             width_ok = v > 0 and v * nb in prover.target.vector_types
-            obs.append(prover.ob(head, seq, sp, f"v{v} is a vector register and divides every volume",
-                                 lambda: z3.Or(as_bool(not width_ok), as_bool(mod(vol, v) != 0) if v > 0 else z3.BoolVal(True)),
-                                 lambda m: f"v{v} of {sp.dtypes[op]} against {value(m, vol)} values at shape {prover.shape(m, sp)}",
-                                 (v, nb, shape_key)))
+            obs.append(
+                prover.ob(
+                    head,
+                    seq,
+                    sp,
+                    f"v{v} is a vector register and divides every volume",
+                    lambda: z3.Or(as_bool(not width_ok), as_bool(mod(vol, v) != 0) if v > 0 else z3.BoolVal(True)),
+                    lambda m: f"v{v} of {sp.dtypes[op]} against {value(m, vol)} values at shape {prover.shape(m, sp)}",
+                    (v, nb, shape_key),
+                )
+            )
         return obs

@@ -6,6 +6,7 @@ encodings/rules/select.lp; which kernels apply and what they cost is the target'
 
 Action args: (kernel name in CamelCase,); the logic files spell it in snake_case.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -78,11 +79,19 @@ class Select(Rewrite):
 
         what = f"kernel {node.kernel} applies to {node.spec.short()}"
         want = self.action_of(node)
-        exp = next((e for e in ctx.expansions(node.spec) if e.action.name == "select" and self.matches(e.action, want)), None)
+        exp = next(
+            (e for e in ctx.expansions(node.spec) if e.action.name == "select" and self.matches(e.action, want)), None
+        )
         if exp is None:
             return [Obligation(what, "refuted", f"the target's rules do not apply {node.kernel} to {node.spec}")]
         if exp.kernel_cost != node.kernel_cost:
-            return [Obligation(what, "refuted", f"the program records cost {node.kernel_cost}; the target's rules give {exp.kernel_cost}")]
+            return [
+                Obligation(
+                    what,
+                    "refuted",
+                    f"the program records cost {node.kernel_cost}; the target's rules give {exp.kernel_cost}",
+                )
+            ]
         return [Obligation(what, "proved")]
 
     def box_obligations(self, prover, head, seq, sp, a):

@@ -7,6 +7,7 @@ Action args: (tile shape, one size per spec dimension; parallel: bool). The sear
 derives `tile1(D, T, P)` (one dimension D cut to T, parallel P); a user's request is
 `tile(P)` with `req_tile(S, D, T)` facts for every dimension.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -46,7 +47,9 @@ class Tile(Rewrite):
     def request(self, spec, action, ctx):
         shape, par = action.args
         if len(shape) != len(spec.shape):
-            raise ScheduleError(f"tile {list(shape)} has {len(shape)} sizes; {spec.short()} has {len(spec.shape)} dimensions")
+            raise ScheduleError(
+                f"tile {list(shape)} has {len(shape)} sizes; {spec.short()} has {len(spec.shape)} dimensions"
+            )
         return f"tile({int(par)})", [f"req_tile(0,{d},{t})." for d, t in enumerate(shape)]
 
     def text(self, action):
@@ -76,8 +79,10 @@ class Tile(Rewrite):
 
         body = node.body.spec
         tiles = [out.fresh("t" + a.rstrip("0123456789")) for a in args]
-        binds = ", ".join(f"{t}: {tensor_text(ts, shp)} ← {a}"
-                          for t, ts, shp, a in zip(tiles, body.operands, body.operand_shapes, args))
+        binds = ", ".join(
+            f"{t}: {tensor_text(ts, shp)} ← {a}"
+            for t, ts, shp, a in zip(tiles, body.operands, body.operand_shapes, args)
+        )
         out.line(depth, f"tile{'[p]' if node.parallel else ''} ({binds}):", node)
         out.node(node.body, tiles, depth + 1)
         for b, (off, shp) in zip(node.boundaries, node.regions()):
@@ -88,8 +93,13 @@ class Tile(Rewrite):
         _emit_loop(em, node, views)
 
     def node_to_json(self, node, rec):
-        return {"node": "loop", "tile": list(node.tile_shape), "parallel": node.parallel, "body": rec(node.body),
-                "boundaries": [rec(b) for b in node.boundaries]}
+        return {
+            "node": "loop",
+            "tile": list(node.tile_shape),
+            "parallel": node.parallel,
+            "body": rec(node.body),
+            "boundaries": [rec(b) for b in node.boundaries],
+        }
 
     def node_from_json(self, d, spec, rec):
         return Loop(spec, tuple(d["tile"]), bool(d["parallel"]), rec(d["body"]), tuple(rec(b) for b in d["boundaries"]))
@@ -113,7 +123,11 @@ class Tile(Rewrite):
         out = []
         shape, tile = spec.shape, loop.tile_shape
         if len(tile) != len(shape) or any(t < 1 or t > n for t, n in zip(tile, shape)):
-            return [Obligation(f"{name}: tile sizes within the spec", "refuted", f"tile {list(tile)} vs shape {list(shape)}")]
+            return [
+                Obligation(
+                    f"{name}: tile sizes within the spec", "refuted", f"tile {list(tile)} vs shape {list(shape)}"
+                )
+            ]
         # Boxes the program actually covers: full tiles of the body's shape, then each
         # boundary body once at its region.
         steps = [n // t for n, t in zip(shape, tile)]
@@ -138,16 +152,29 @@ class Tile(Rewrite):
             out.append(Obligation(what, "proved" if r == z3.unsat else "unknown"))
         what = f"{name}: tiles stay in bounds"
         oob = [b for b in boxes if any(o + e > n for o, e, n in zip(b[1], b[2], shape))]
-        out.append(Obligation(what, "refuted", f"{oob[0][0]} reaches {[o + e for o, e in zip(oob[0][1], oob[0][2])]} "
-                              f"in shape {list(shape)}") if oob else Obligation(what, "proved"))
+        out.append(
+            Obligation(
+                what,
+                "refuted",
+                f"{oob[0][0]} reaches {[o + e for o, e in zip(oob[0][1], oob[0][2])]} in shape {list(shape)}",
+            )
+            if oob
+            else Obligation(what, "proved")
+        )
         what = f"{name}: body and boundary specs have their regions' shapes"
         exp = [tuple(tile)] + [r[1] for r in regions]
         got = [loop.body.spec.shape] + [c.spec.shape for c in loop.boundaries]
-        out.append(Obligation(what, "proved") if exp == got else Obligation(what, "refuted", f"expected {exp}, program has {got}"))
+        out.append(
+            Obligation(what, "proved")
+            if exp == got
+            else Obligation(what, "refuted", f"expected {exp}, program has {got}")
+        )
         red = [d for d in spec.k.reduction(len(shape)) if tile[d] != shape[d]]
         what = f"{name}: reductions split only where legal"
         if red and not spec.k.is_accum:
-            out.append(Obligation(what, "refuted", f"{spec.kind} is not accumulating but the loop splits dimension {red[0]}"))
+            out.append(
+                Obligation(what, "refuted", f"{spec.kind} is not accumulating but the loop splits dimension {red[0]}")
+            )
         elif red and loop.parallel:
             out.append(Obligation(what, "refuted", f"a parallel loop splits reduction dimension {red[0]}"))
         else:
@@ -163,32 +190,80 @@ class Tile(Rewrite):
         tile, par = tuple(a.args[0]), bool(a.args[1])
         dims, n = sp.dims, len(sp.dims)
         if len(tile) != n:
-            return [BoxObligation(f"{head}: one tile size per dimension", "refuted", f"{len(tile)} sizes for {n} dimensions", seq)]
+            return [
+                BoxObligation(
+                    f"{head}: one tile size per dimension", "refuted", f"{len(tile)} sizes for {n} dimensions", seq
+                )
+            ]
         key = (tile, tuple(map(tuple, sp.dim_values)))
         regions = cache(lambda: sym_regions(dims, tile))
         p = [z3.Int(f"p{d}") for d in range(n)]
-        inside = cache(lambda: [z3.And(as_bool(r.present), *[z3.And(o <= x, x < o + e) for x, o, e in zip(p, r.offset, r.extent)])
-                                for r in regions()])
-        obs = [prover.ob(head, seq, sp, "the tile fits every shape",
-                         lambda: z3.Or([as_bool(t < 1) for t in tile] + [as_bool(t > d) for t, d in zip(tile, dims)]),
-                         lambda m: f"tile {list(tile)} exceeds shape {prover.shape(m, sp)}", key)]
+        inside = cache(
+            lambda: [
+                z3.And(as_bool(r.present), *[z3.And(o <= x, x < o + e) for x, o, e in zip(p, r.offset, r.extent)])
+                for r in regions()
+            ]
+        )
+        obs = [
+            prover.ob(
+                head,
+                seq,
+                sp,
+                "the tile fits every shape",
+                lambda: z3.Or([as_bool(t < 1) for t in tile] + [as_bool(t > d) for t, d in zip(tile, dims)]),
+                lambda m: f"tile {list(tile)} exceeds shape {prover.shape(m, sp)}",
+                key,
+            )
+        ]
 
         def cover(m):
-            hits = [("main" if r.mask == 0 else f"boundary {r.mask}") for r, c in zip(regions(), inside()) if z3.is_true(m.eval(c))]
+            hits = [
+                ("main" if r.mask == 0 else f"boundary {r.mask}")
+                for r, c in zip(regions(), inside())
+                if z3.is_true(m.eval(c))
+            ]
             return f"point {[value(m, x) for x in p]} of shape {prover.shape(m, sp)} is covered by {hits or 'nothing'}"
 
         in_space = lambda: z3.And([z3.And(0 <= x, x < d) for x, d in zip(p, dims)])  # noqa: E731
-        obs.append(prover.ob(head, seq, sp, "main tiles and boundary regions cover every point exactly once",
-                             lambda: z3.And(in_space(), z3.Sum([z3.If(c, 1, 0) for c in inside()]) != 1), cover, key))
-        outside = lambda: z3.Or([z3.And(as_bool(r.present), as_bool(o + e > d))  # noqa: E731
-                                 for r in regions() for o, e, d in zip(r.offset, r.extent, dims)])
-        obs.append(prover.ob(head, seq, sp, "every region stays in bounds", outside,
-                             lambda m: f"a region ends past shape {prover.shape(m, sp)}", key))
+        obs.append(
+            prover.ob(
+                head,
+                seq,
+                sp,
+                "main tiles and boundary regions cover every point exactly once",
+                lambda: z3.And(in_space(), z3.Sum([z3.If(c, 1, 0) for c in inside()]) != 1),
+                cover,
+                key,
+            )
+        )
+
+        def outside():
+            return z3.Or(
+                [
+                    z3.And(as_bool(r.present), as_bool(o + e > d))  # noqa: E731
+                    for r in regions()
+                    for o, e, d in zip(r.offset, r.extent, dims)
+                ]
+            )
+
+        obs.append(
+            prover.ob(
+                head,
+                seq,
+                sp,
+                "every region stays in bounds",
+                outside,
+                lambda m: f"a region ends past shape {prover.shape(m, sp)}",
+                key,
+            )
+        )
         obs += self._vectors(prover, head, seq, sp, regions, key)
         red = list(sp.kind.reduction(n))
         split = [as_bool(tile[d] != dims[d]) for d in red]
         bad_split = (not sp.kind.is_accum or par) and bool(red)
-        neg = z3.Or(z3.And(as_bool(bad_split), z3.Or(split) if split else z3.BoolVal(False)), as_bool(par and sp.serial))
+        neg = z3.Or(
+            z3.And(as_bool(bad_split), z3.Or(split) if split else z3.BoolVal(False)), as_bool(par and sp.serial)
+        )
 
         def loop_kind(m):
             if par and sp.serial:
@@ -197,7 +272,9 @@ class Tile(Rewrite):
             why = "a parallel loop" if par else f"non-accumulating {sp.k['kind']}"
             return f"{why} splits reduction dimension {d} (size {value(m, dims[d])}, tile {tile[d]})"
 
-        obs.append(prover.ob(head, seq, sp, "reductions split only in accumulating kinds, never in parallel", neg, loop_kind))
+        obs.append(
+            prover.ob(head, seq, sp, "reductions split only in accumulating kinds, never in parallel", neg, loop_kind)
+        )
         return obs
 
     @staticmethod
@@ -215,11 +292,22 @@ class Tile(Rewrite):
         ops = [(op, lv, v) for op, (lv, v, _, _) in enumerate(sp.ops) if not (isinstance(lv, int) and lv != vrf)]
         if not ops:
             return []
-        labels = cache(lambda: [(r, op, product_of([r.child[d] for d in sp.op_dims[op]]), lv, v)
-                                for r in regions() for op, lv, v in ops])
-        terms = cache(lambda: [z3.And(as_bool(r.present), as_bool(lv == vrf), as_bool(v > 0),
-                                      as_bool(mod(vol, v) != 0) if not isinstance(v, int) or v > 0 else z3.BoolVal(False))
-                               for r, op, vol, lv, v in labels()])
+        labels = cache(
+            lambda: [
+                (r, op, product_of([r.child[d] for d in sp.op_dims[op]]), lv, v) for r in regions() for op, lv, v in ops
+            ]
+        )
+        terms = cache(
+            lambda: [
+                z3.And(
+                    as_bool(r.present),
+                    as_bool(lv == vrf),
+                    as_bool(v > 0),
+                    as_bool(mod(vol, v) != 0) if not isinstance(v, int) or v > 0 else z3.BoolVal(False),
+                )
+                for r, op, vol, lv, v in labels()
+            ]
+        )
 
         def explain(m):
             r, op, vol, _, v = next(x for x, t in zip(labels(), terms()) if z3.is_true(m.eval(t)))
@@ -227,12 +315,21 @@ class Tile(Rewrite):
             return f"in {which} operand {op} has {value(m, vol)} values, not whole vectors of {value(m, v)}"
 
         axes = tuple((op, sp.axis_range(lv), sp.axis_range(v), tuple(sp.op_dims[op])) for op, lv, v in ops)
-        return [prover.ob(head, seq, sp, "every child holds its vector-register operands in whole vectors",
-                          lambda: z3.Or(terms()), explain, (key, vrf, axes))]
+        return [
+            prover.ob(
+                head,
+                seq,
+                sp,
+                "every child holds its vector-register operands in whole vectors",
+                lambda: z3.Or(terms()),
+                explain,
+                (key, vrf, axes),
+            )
+        ]
 
 
 # ---- C ----------------------------------------------------------------------------------
-def _emit_loop(em: "Emitter", node: Loop, views: "list[View]") -> None:
+def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
     """A C loop nest over the tiles (unrolled when it steps through registers, which a
     counter cannot index), then each boundary body once at its region."""
     from morello_asp.codegen.emit import View
@@ -292,7 +389,7 @@ def _emit_loop(em: "Emitter", node: Loop, views: "list[View]") -> None:
         em.emit(b, body_views(at, b.spec))
 
 
-def _pack_split(d: int, t: int, n: int, views: "list[View]", opdims) -> int | None:
+def _pack_split(d: int, t: int, n: int, views: list[View], opdims) -> int | None:
     """A pack size P along loop dimension d of an operand in memory such that the loop
     (tiles of t over n) can run as n/P packs of P/t tiles, or None."""
     for i, v in enumerate(views):

@@ -5,6 +5,7 @@ IR node: Block.
 
 No action args. Children are keyed 0 (the fill of the output) and 1 (the accumulating spec).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -86,16 +87,25 @@ class ToAccum(Rewrite):
         if kinds != want:
             return [Obligation(what, "refuted", f"the block runs {kinds}, expected {want}")]
         shapes_ok = node.stmts[1].spec.shape == node.spec.shape
-        return [Obligation(what, "proved") if shapes_ok else
-                Obligation(what, "refuted", f"the accumulating spec has shape {node.stmts[1].spec.shape}")]
+        return [
+            Obligation(what, "proved")
+            if shapes_ok
+            else Obligation(what, "refuted", f"the accumulating spec has shape {node.stmts[1].spec.shape}")
+        ]
 
     def box_obligations(self, prover, head, seq, sp, a):
         from morello_asp.solver.verify_boxes import BoxObligation
 
         kind = sp.k["kind"]
         ok = any(kk == kind for _, kk in _accum_pairs())
-        return [BoxObligation(f"{head}: {kind} has an accumulating variant", "proved" if ok else "refuted",
-                              "" if ok else f"{kind} has none", seq)]
+        return [
+            BoxObligation(
+                f"{head}: {kind} has an accumulating variant",
+                "proved" if ok else "refuted",
+                "" if ok else f"{kind} has none",
+                seq,
+            )
+        ]
 
 
 def _accum_pairs():
