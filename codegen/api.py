@@ -22,7 +22,7 @@ from morello_asp.target import Target
 
 from .build import build
 from .convert import from_buffer, is_aligned, to_buffer
-from .ctarget import get_ctarget
+from .ctarget import CTarget, get_ctarget
 from .emit import bench_function, bench_signature, emit_function, generate, param_names, prelude, signature
 from .reference import flops, random_operands, reference, tolerance
 
@@ -44,6 +44,23 @@ class BenchResult:
         return f"{per}/iter, {self.gflops:.2f} GFLOP/s (median of {len(self.times)} reps x {self.iters} calls)"
 
 
+def loadable(ct: CTarget) -> CTarget:
+    """`ct` if its programs can be loaded into this process; else a CodegenError saying why
+    (a module with instructions this CPU lacks would kill Python with SIGILL)."""
+    if ct.run_mode != "inprocess" or ct.emulator:
+        raise CodegenError(
+            f"target {ct.target.name} runs its programs as standalone executables, not in this process "
+            "(tgt_run_mode/tgt_run_emulator)"
+        )
+    missing = ct.missing_cpu_flags()
+    if missing:
+        raise CodegenError(
+            f"cannot run target {ct.target.name} programs here: this CPU lacks {', '.join(missing)} "
+            "(/proc/cpuinfo); the C still compiles (to_c, --emit c)"
+        )
+    return ct
+
+
 class Program:
     """A compiled program: call it on numpy arrays, or time it."""
 
@@ -52,9 +69,9 @@ class Program:
         self.spec: Spec = impl.spec
         if _built is None:
             self.source, self.openmp = generate(impl, target, rules)
-            ct = get_ctarget(target or impl.spec.target, rules)
+            ct = loadable(get_ctarget(target or impl.spec.target, rules))
             cdef = signature(self.spec, "kernel") + ";\n" + bench_signature(self.spec, "kernel") + ";"
-            _built = (build(self.source, cdef, ct.flags, self.openmp), "kernel")
+            _built = (build(self.source, cdef, ct.flags, self.openmp, ct.compiler_command), "kernel")
         self.module, fname = _built
         self._fn = getattr(self.module.lib, fname)
         self._bench = getattr(self.module.lib, fname + "_bench")
@@ -167,7 +184,7 @@ def compile_many(impls: list[Impl], target: str | Target | None = None, rules=()
     if not impls:
         return []
     target = target or impls[0].spec.target
-    ct = get_ctarget(target, rules)
+    ct = loadable(get_ctarget(target, rules))
     bodies, cdefs, omp = [], [], False
     for i, impl in enumerate(impls):
         body, uses_omp = emit_function(impl, f"kernel_{i}", target, rules)
@@ -175,7 +192,7 @@ def compile_many(impls: list[Impl], target: str | Target | None = None, rules=()
         bodies += [body, bench_function(impl.spec, f"kernel_{i}")]
         cdefs += [signature(impl.spec, f"kernel_{i}") + ";", bench_signature(impl.spec, f"kernel_{i}") + ";"]
     source = "\n".join(prelude(ct)) + "\n\n" + "\n\n".join(bodies) + "\n"
-    module = build(source, "\n".join(cdefs), ct.flags, omp)
+    module = build(source, "\n".join(cdefs), ct.flags, omp, ct.compiler_command)
     progs = [Program(impl, target, rules, (module, f"kernel_{i}")) for i, impl in enumerate(impls)]
     for p in progs:
         p.source, p.openmp = source, omp

@@ -47,11 +47,12 @@ def cache_dir() -> Path:
 
 
 @cache
-def _gcc() -> tuple[str, str]:
-    cc = os.environ.get("CC", "gcc")
+def compiler(cc: str | None = None) -> tuple[str, str]:
+    """(path, version line) of the C compiler `cc` (None: $CC or gcc)."""
+    cc = cc or os.environ.get("CC", "gcc")
     path = shutil.which(cc)
     if path is None:
-        raise CompileError(f"C compiler {cc!r} not found on PATH (set CC to a gcc)")
+        raise CompileError(f"C compiler {cc!r} not found on PATH (set CC to a gcc, or install the target's compiler)")
     ver = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
     return path, ver[0] if ver else ""
 
@@ -59,9 +60,10 @@ def _gcc() -> tuple[str, str]:
 _LOADED: dict[str, object] = {}
 
 
-def build(source: str, cdef: str, flags: tuple[str, ...] = (), openmp: bool = False):
-    """The cffi module (with .ffi and .lib) for `source`, compiled or from the cache."""
-    cc, ccver = _gcc()
+def build(source: str, cdef: str, flags: tuple[str, ...] = (), openmp: bool = False, cc: str | None = None):
+    """The cffi module (with .ffi and .lib) for `source`, compiled by `cc` (None: $CC or
+    gcc) or from the cache."""
+    cc, ccver = compiler(cc)
     all_flags = (*BASE_FLAGS, *flags, *(("-fopenmp",) if openmp else ()))
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     key = hashlib.sha256(

@@ -7,7 +7,10 @@ kernel templates to use, so a new kernel or target is a fact-file change only.
 from __future__ import annotations
 
 import functools
+import os
+import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import clingo
 
@@ -26,6 +29,39 @@ class CTarget:
     vector_types: dict = field(default_factory=dict)  # (dtype, bytes) -> C type
     prefixes: dict = field(default_factory=dict)  # bytes -> intrinsic prefix
     templates: dict = field(default_factory=dict)  # (kernel, dtype) -> template text
+    compiler: str = ""  # tgt_c_compiler/1 ("" : $CC or gcc)
+    run_mode: str = "inprocess"  # tgt_run_mode/1: inprocess | standalone
+    emulator: tuple[str, ...] = ()  # tgt_run_emulator/1, split into words
+    cpu_flags: tuple[str, ...] = ()  # tgt_cpu_flag/1
+
+    @property
+    def native(self) -> bool:
+        return not self.emulator
+
+    @property
+    def compiler_command(self) -> str:
+        """The compiler to run: $CC overrides the target's for native targets."""
+        if self.native and os.environ.get("CC"):
+            return os.environ["CC"]
+        return self.compiler or os.environ.get("CC", "gcc")
+
+    def missing_cpu_flags(self) -> list[str]:
+        """The target's CPU flags this machine lacks (none for an emulated target)."""
+        if not self.native:
+            return []
+        have = cpu_flags()
+        return [f for f in self.cpu_flags if f not in have]
+
+    def cannot_run(self) -> str:
+        """Why this machine cannot run the target's programs, or "" if it can."""
+        if shutil.which(self.compiler_command) is None:
+            return f"C compiler {self.compiler_command} not found on PATH"
+        if self.emulator and shutil.which(self.emulator[0]) is None:
+            return f"emulator {self.emulator[0]} not found on PATH"
+        missing = self.missing_cpu_flags()
+        if missing:
+            return f"this CPU lacks {', '.join(missing)} (not in the flags of /proc/cpuinfo)"
+        return ""
 
     def template(self, kernel: str, dtype: str) -> str:
         k = snake(kernel)
@@ -50,6 +86,20 @@ class CTarget:
             return self.prefixes[nbytes]
         except KeyError:
             raise CodegenError(f"target {self.target.name} has no tgt_c_intrinsic_prefix({nbytes}, _) fact") from None
+
+
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    """The flags of this CPU (the `flags` line of /proc/cpuinfo; empty where there is none)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        key, _, val = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return frozenset(val.split())
+    return frozenset()
 
 
 def _val(s: clingo.Symbol):
@@ -80,7 +130,7 @@ def _ctarget(key: tuple[str, ...], rules: tuple[str, ...]) -> CTarget:
         raise TargetError(f"cannot load target {name}: {e}") from None
     rows: dict[str, list] = {}
     for a in ctl.symbolic_atoms:
-        if a.symbol.name.startswith("tgt_c_") or a.symbol.name == "tgt_kernel_c":
+        if a.symbol.name.startswith(("tgt_c_", "tgt_run_", "tgt_cpu_")) or a.symbol.name == "tgt_kernel_c":
             rows.setdefault(a.symbol.name, []).append(tuple(_val(x) for x in a.symbol.arguments))
     return CTarget(
         target=tgt,
@@ -89,4 +139,17 @@ def _ctarget(key: tuple[str, ...], rules: tuple[str, ...]) -> CTarget:
         vector_types={(str(d), b): t for d, b, t in rows.get("tgt_c_vector_type", [])},
         prefixes={b: p for b, p in rows.get("tgt_c_intrinsic_prefix", [])},
         templates={(str(k), str(d)): c for k, d, c in rows.get("tgt_kernel_c", [])},
+        compiler=str(_single(rows, "tgt_c_compiler", name, "")),
+        run_mode=str(_single(rows, "tgt_run_mode", name, "inprocess")),
+        emulator=tuple(str(_single(rows, "tgt_run_emulator", name, "")).split()),
+        cpu_flags=tuple(sorted(str(f) for (f,) in rows.get("tgt_cpu_flag", []))),
     )
+
+
+def _single(rows: dict, pred: str, name: str, default):
+    vals = rows.get(pred, [])
+    if len(vals) > 1:
+        raise TargetError(f"target {name}: more than one {pred}/1 fact: {', '.join(str(v[0]) for v in vals)}")
+    if pred == "tgt_run_mode" and vals and str(vals[0][0]) not in ("inprocess", "standalone"):
+        raise TargetError(f"target {name}: tgt_run_mode({vals[0][0]}): the mode is inprocess or standalone")
+    return vals[0][0] if vals else default

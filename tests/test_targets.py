@@ -1,0 +1,42 @@
+"""Targets declare how their programs are built and run (tgt_c_compiler, tgt_run_mode,
+tgt_run_emulator, tgt_cpu_flag), and codegen obeys: no target name in Python."""
+
+from __future__ import annotations
+
+import pytest
+
+from morello_asp import parse_spec
+from morello_asp.codegen.api import compile_impl
+from morello_asp.codegen.ctarget import cpu_flags, get_ctarget
+from morello_asp.errors import CodegenError, TargetError
+from morello_asp.synthesis import synthesize
+
+
+def test_avx2_declares_its_compiler_run_mode_and_cpu_flags():
+    ct = get_ctarget("avx2")
+    assert ct.compiler == "gcc" and ct.run_mode == "inprocess" and ct.emulator == ()
+    assert set(ct.cpu_flags) == {"avx2", "fma"}
+    assert ct.native
+
+
+def test_a_program_needing_a_flag_this_cpu_lacks_is_not_loaded(tmp_path):
+    extra = tmp_path / "flag.lp"
+    extra.write_text('tgt_cpu_flag("no_such_cpu_flag").\n')
+    ct = get_ctarget("avx2", (str(extra),))
+    assert ct.missing_cpu_flags() == ["no_such_cpu_flag"]
+    assert "no_such_cpu_flag" in ct.cannot_run()
+    imp = synthesize(parse_spec("Matmul(2x2x2, f32)"))
+    with pytest.raises(CodegenError, match="lacks no_such_cpu_flag"):
+        compile_impl(imp, "avx2", (str(extra),))
+
+
+def test_bad_run_mode_is_a_target_error(tmp_path):
+    extra = tmp_path / "mode.lp"
+    extra.write_text("tgt_run_mode(sideways).\n")
+    with pytest.raises(TargetError, match="tgt_run_mode"):
+        get_ctarget("avx2", (str(extra),))
+
+
+def test_cpu_flags_are_read_from_proc_cpuinfo():
+    flags = cpu_flags()
+    assert isinstance(flags, frozenset)
