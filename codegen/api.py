@@ -175,6 +175,13 @@ class Program:
 
 
 def compile_impl(impl: Impl, target: str | Target | None = None, rules=()) -> Program:
+    """The program, loaded in this process or, for targets whose programs run standalone
+    (tgt_run_mode(standalone) or an emulator), as an executable with the same calls."""
+    ct = get_ctarget(target or impl.spec.target, rules)
+    if ct.run_mode == "standalone" or ct.emulator:
+        from .standalone import StandaloneProgram
+
+        return StandaloneProgram(impl, target, rules)  # type: ignore[return-value]
     return Program(impl, target, rules)
 
 

@@ -54,8 +54,13 @@ class Impl(Schedulable):
 
         return synthesize_all(self, db, rules=rules, progress=progress)
 
-    def to_c(self, rules=()) -> str:
-        """The C of the complete program (`rules`: logic files with kernels it uses)."""
+    def to_c(self, rules=(), standalone: bool = False) -> str:
+        """The C of the complete program (`rules`: logic files with kernels it uses);
+        `standalone`: a whole C program with `main` (codegen/standalone.py)."""
+        if standalone:
+            from .codegen.standalone import standalone_c
+
+            return standalone_c(self, self.spec.target, rules)
         from .codegen.emit import to_c
 
         return to_c(self, self.spec.target, rules)

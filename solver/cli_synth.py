@@ -47,8 +47,10 @@ def _interrupted(search, args) -> int:
 def _emit(imp, args):
     from morello_asp.serialize import save, to_json
 
+    if args.standalone and args.emit != "c":
+        raise MorelloError("--standalone needs --emit c")
     if args.emit == "c":
-        print(imp.to_c(args.rules or ()))
+        print(imp.to_c(args.rules or (), standalone=args.standalone))
     elif args.emit == "json":
         import json
 
@@ -185,6 +187,11 @@ def register(sub):
     common(p)
     p.add_argument("--emit", choices=["listing", "c", "json"], default="listing")
     p.add_argument(
+        "--standalone",
+        action="store_true",
+        help="with --emit c: a whole C program with main() (reads inputs from files, writes the output, times it)",
+    )
+    p.add_argument(
         "--out", type=output_file(), metavar="FILE", help="save the program as JSON (for run, bench, verify)"
     )
     p.add_argument("--run", action="store_true", help="compile, run on random inputs, check against numpy")
@@ -209,6 +216,11 @@ def register(sub):
     p = sub.add_parser("query", help="print the optimal program already in a memo table (no search)")
     common(p)
     p.add_argument("--emit", choices=["listing", "c", "json"], default="listing")
+    p.add_argument(
+        "--standalone",
+        action="store_true",
+        help="with --emit c: a whole C program with main() (reads inputs from files, writes the output, times it)",
+    )
     p.add_argument("--out", type=output_file(), metavar="FILE")
     p.set_defaults(func=_query)
 
