@@ -63,7 +63,43 @@ def _bench(args):
     return 0
 
 
+def _targets(args):
+    """Every installed target (encodings/targets/*.lp) and whether this machine runs it."""
+    from morello_asp.errors import MorelloError
+    from morello_asp.target import ENCODINGS, get_target
+
+    from .ctarget import get_ctarget
+
+    rows = []
+    for entry in sorted((ENCODINGS / "targets").glob("*.lp")):
+        try:
+            ct = get_ctarget(get_target(entry))
+        except MorelloError as e:
+            rows.append((entry.stem, "", f"cannot load: {e}".splitlines()[0]))
+            continue
+        tgt = ct.target
+        how = ct.run_mode + (f" under {' '.join(ct.emulator)}" if ct.emulator else "")
+        vec = "/".join(str(b) for b in sorted(tgt.vector_types)) or "-"
+        desc = (
+            f"{len(tgt.levels)} levels ({', '.join(tgt.level_names)}), vectors {vec} bytes; "
+            f"{ct.compiler_command} {' '.join(ct.flags)}; {how}"
+        )
+        if args.verbose and ct.cpu_flags:
+            desc += f"; cpu flags {' '.join(ct.cpu_flags)}"
+        why = ct.cannot_run()
+        rows.append((entry.stem, desc, "runs here" if not why else f"does not run here: {why}"))
+    width = max(len(r[0]) for r in rows)
+    for name, desc, status in rows:
+        print(f"{name:<{width}}  {status}")
+        if desc:
+            print(f"{'':<{width}}  {desc}")
+    return 0
+
+
 def register(sub):
+    p = sub.add_parser("targets", help="installed targets, and whether this machine can run their programs")
+    p.add_argument("-v", "--verbose", action="store_true", help="also the CPU flags each target needs")
+    p.set_defaults(func=_targets)
     for name, fn, help_ in (
         ("run", _run, "compile a program, run it on random inputs and check it against numpy"),
         ("bench", _bench, "compile a program and time it (loop in C, median of repetitions)"),

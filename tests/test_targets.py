@@ -40,3 +40,17 @@ def test_bad_run_mode_is_a_target_error(tmp_path):
 def test_cpu_flags_are_read_from_proc_cpuinfo():
     flags = cpu_flags()
     assert isinstance(flags, frozenset)
+
+
+def test_targets_command_lists_installed_targets_and_whether_they_run_here(capsys):
+    from morello_asp.cli import main
+    from morello_asp.target import ENCODINGS
+
+    assert main(["targets", "-v"]) == 0
+    out = capsys.readouterr().out
+    for entry in sorted((ENCODINGS / "targets").glob("*.lp")):
+        assert any(line.startswith(entry.stem + " ") for line in out.splitlines()), entry.stem
+    why = get_ctarget("avx2").cannot_run()
+    line = next(ln for ln in out.splitlines() if ln.startswith("avx2 "))
+    assert ("runs here" in line) if not why else (why in line)
+    assert "cpu flags avx2 fma" in out
