@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-all test-slow bench clean
+.PHONY: setup demo test test-all test-slow bench cross-tools clean
 
 setup: $(VENV)/.installed
 
@@ -26,6 +26,13 @@ test-all: setup
 
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow
+
+# cross-tools: the aarch64 cross compiler and qemu the neon target's tests use (they skip,
+# naming the tool, without them); Debian/Ubuntu, as root or with SUDO=sudo.
+cross-tools:
+	command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null || \
+	  { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends \
+	    gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user; }
 
 clean:
 	rm -rf $(VENV) build *.egg-info

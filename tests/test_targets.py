@@ -3,6 +3,10 @@ tgt_run_emulator, tgt_cpu_flag), and codegen obeys: no target name in Python."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from morello_asp import parse_spec
@@ -54,3 +58,27 @@ def test_targets_command_lists_installed_targets_and_whether_they_run_here(capsy
     line = next(ln for ln in out.splitlines() if ln.startswith("avx2 "))
     assert ("runs here" in line) if not why else (why in line)
     assert "cpu flags avx2 fma" in out
+
+
+ROOT = Path(__file__).resolve().parent.parent
+FACTS_ONLY = ["avx512", "neon"]  # targets added by fact files alone
+
+
+@pytest.mark.parametrize("target", FACTS_ONLY)
+def test_adding_the_target_added_no_python_line(target):
+    """The commit that added the target's entry file touched only encodings/targets/,
+    tests/ and documentation."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    entry = f"encodings/targets/{target}.lp"
+    log = subprocess.run(
+        ["git", "log", "--diff-filter=A", "--format=%H", "--", entry], cwd=ROOT, capture_output=True, text=True
+    )
+    commits = log.stdout.split()
+    if log.returncode != 0 or not commits:
+        pytest.skip(f"{entry} is not committed yet")
+    files = subprocess.run(
+        ["git", "show", "--name-only", "--format=", commits[-1]], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    other = [f for f in files if not f.startswith(("encodings/targets/", "tests/")) and not f.endswith(".md")]
+    assert not other, f"the commit adding {target} ({commits[-1][:10]}) also changed {other}"
