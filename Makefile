@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-all test-slow bench cross-tools clean
+.PHONY: setup demo lint test test-all test-slow cross-tools clean
 
 setup: $(VENV)/.installed
 
@@ -16,15 +16,22 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	OPENBLAS_NUM_THREADS=1 $(BIN)/morello-asp synth "Matmul(64x64x64, f32)" --run --bench
 
-# test: the default suite (pyproject.toml's addopts deselect tests marked slow; under 5
-# minutes on 2 cores). test-all: every test. test-slow: only the slow ones.
-test: setup
+# lint: ruff (lint and format) and mypy, configured in pyproject.toml; about 20 s.
+LINTED := morello_asp solver codegen tests benchmarks examples
+lint: setup
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/mypy
+
+# test: lint, then the default suite (pyproject.toml's addopts deselect tests marked slow;
+# under 5 minutes on 2 cores). test-all: every test. test-slow: only the slow ones.
+test: lint
 	$(BIN)/python -m pytest -q
 
-test-all: setup
+test-all: lint
 	$(BIN)/python -m pytest -q -m "slow or not slow"
 
-test-slow: setup
+test-slow: lint
 	$(BIN)/python -m pytest -q -m slow
 
 # cross-tools: the aarch64 cross compiler and qemu the neon target's tests use (they skip,
