@@ -13,6 +13,7 @@ row-major operands, the logical array in C order), raw, native byte order (numpy
 (the same `kernel_bench` loop as in-process timing: warm-up, calls in a loop,
 `clock_gettime`) and one line goes to stderr:
 
+    times: 1.240e-06 1.234e-06 ...   (seconds per call, one per repetition)
     time: 1.234e-06 s/iter (median of 7 reps x 40000 calls)
 
 MORELLO_ASP_REPS=N sets the repetitions (0: no timing). The program's listing is in the
@@ -41,6 +42,7 @@ from .emit import generate, inputs_of, param_names
 from .errors import CompileError
 from .reference import flops
 
+TIMES_LINE = re.compile(r"^times:((?: \S+)+)$", re.M)  # seconds per call of each repetition
 TIME_LINE = re.compile(r"^time: (\S+) s/iter \(median of (\d+) reps x (\d+) calls\)$", re.M)
 
 
@@ -128,6 +130,9 @@ def main_function(impl: Impl) -> str:
         "        if (iters < 1) iters = 1;",
         "        if (iters > 10000000) iters = 10000000;",
         f"        kernel_bench({args}, 0, (int)iters, reps, times);",
+        '        fprintf(stderr, "times:");',
+        '        for (int r = 0; r < reps; r++) fprintf(stderr, " %.6e", times[r]);',
+        '        fprintf(stderr, "\\n");',
         "        qsort(times, (size_t)reps, sizeof(double), cmp_double);",
         "        double med = reps % 2 ? times[reps / 2] : (times[reps / 2 - 1] + times[reps / 2]) / 2;",
         '        fprintf(stderr, "time: %.6e s/iter (median of %d reps x %ld calls)\\n", med, reps, iters);',
@@ -201,6 +206,7 @@ class StandaloneProgram:
         if why:
             raise CodegenError(f"cannot run target {self.ct.target.name} programs here: {why}")
         self.exe = build_executable(impl, target, rules)
+        self.emulator = self.ct.emulator  # programs run under it (e.g. qemu): their timings are no speed claim
         self.names = param_names(self.spec)
 
     def run(self, arrays: list[np.ndarray], reps: int = 0) -> tuple[np.ndarray, str]:
@@ -258,4 +264,6 @@ class StandaloneProgram:
         if not m:
             raise CodegenError(f"{self.exe} printed no timing line: {err.strip()!r}")
         sec = float(m.group(1))
-        return BenchResult(sec, flops(spec) / sec / 1e9 if sec else 0.0, [sec], int(m.group(3)))
+        t = TIMES_LINE.search(err)
+        times = [float(x) for x in t.group(1).split()] if t else [sec]
+        return BenchResult(sec, flops(spec) / sec / 1e9 if sec else 0.0, times, int(m.group(3)))
