@@ -239,11 +239,19 @@ class StandaloneProgram:
         for i, a in zip(ins, args):
             arrays[i] = a
         arrays[o] = out if out is not None else np.zeros(spec.operand_shapes[o], spec.operands[o].dtype.np_dtype)
+        for i, a in enumerate(arrays):  # the in-process Program's checks: exact dtype, logical shape
+            shape, dt = spec.operand_shapes[i], spec.operands[i].dtype.np_dtype
+            a = np.asarray(a)
+            if a.dtype != dt:
+                raise CodegenError(f"{self.names[i]} has dtype {a.dtype}; {spec.short()} needs {dt}")
+            if a.shape != shape and not (shape[0] == 1 and a.shape == shape[1:]):
+                raise CodegenError(f"{self.names[i]} has shape {a.shape}; {spec.short()} needs {shape}")
         got, _ = self.run(arrays)
         if out is not None:
             np.copyto(out, got.reshape(np.shape(out)))
             return out
-        return got
+        squeeze = any(np.ndim(a) < len(spec.operand_shapes[i]) for i, a in zip(ins, args))
+        return got.reshape(got.shape[1:]) if squeeze and got.shape[0] == 1 else got
 
     def check(self, seed: int = 0) -> tuple[float, float]:
         from .reference import random_operands, reference, tolerance

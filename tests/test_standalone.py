@@ -13,6 +13,7 @@ import pytest
 from morello_asp import parse_spec
 from morello_asp.codegen.ctarget import get_ctarget
 from morello_asp.codegen.standalone import TIME_LINE, StandaloneProgram
+from morello_asp.errors import CodegenError
 from morello_asp.synthesis import synthesize
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc on PATH")
@@ -89,3 +90,18 @@ def test_standalone_program_api_checks_against_numpy(spec):
     assert r.seconds > 0
     c = imp.to_c(standalone=True)
     assert "int main" in c
+
+
+def test_standalone_program_is_called_like_an_in_process_one():
+    _can_run_avx2()
+    prog = StandaloneProgram(synthesize(parse_spec("Matmul(2x3x4, f32)")))
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_allclose(prog(a, b), a @ b)  # 2-D in, 2-D out
+    out = np.zeros((1, 2, 4), np.float32)
+    assert prog(a[None], b[None], out=out) is out
+    np.testing.assert_allclose(out[0], a @ b)
+    with pytest.raises(CodegenError, match="dtype float64"):
+        prog(a.astype(np.float64), b)
+    with pytest.raises(CodegenError, match="shape"):
+        prog(b, a)
