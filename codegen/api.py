@@ -71,7 +71,7 @@ class Program:
             self.source, self.openmp = generate(impl, target, rules)
             ct = loadable(get_ctarget(target or impl.spec.target, rules))
             cdef = signature(self.spec, "kernel") + ";\n" + bench_signature(self.spec, "kernel") + ";"
-            _built = (build(self.source, cdef, ct.flags, self.openmp, ct.compiler_command), "kernel")
+            _built = (build(self.source, cdef, ct.flags, self.openmp, cc=ct.compiler_command), "kernel")
         self.module, fname = _built
         self._fn = getattr(self.module.lib, fname)
         self._bench = getattr(self.module.lib, fname + "_bench")
@@ -199,7 +199,7 @@ def compile_many(impls: list[Impl], target: str | Target | None = None, rules=()
         bodies += [body, bench_function(impl.spec, f"kernel_{i}")]
         cdefs += [signature(impl.spec, f"kernel_{i}") + ";", bench_signature(impl.spec, f"kernel_{i}") + ";"]
     source = "\n".join(prelude(ct)) + "\n\n" + "\n\n".join(bodies) + "\n"
-    module = build(source, "\n".join(cdefs), ct.flags, omp, ct.compiler_command)
+    module = build(source, "\n".join(cdefs), ct.flags, omp, cc=ct.compiler_command)
     progs = [Program(impl, target, rules, (module, f"kernel_{i}")) for i, impl in enumerate(impls)]
     for p in progs:
         p.source, p.openmp = source, omp

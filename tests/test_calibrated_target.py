@@ -66,7 +66,12 @@ def test_calibrated_target_compiles_without_auto_vectorization(monkeypatch):
     assert not set(NO_VECTORIZE) & set(get_ctarget("avx2").flags)
     seen = []
     real = api.build
-    monkeypatch.setattr(api, "build", lambda src, cdef, fl=(), omp=False: seen.append(fl) or real(src, cdef, fl, omp))
+
+    def spy(src, cdef, fl=(), omp=False, **kw):
+        seen.append(fl)
+        return real(src, cdef, fl, omp, **kw)
+
+    monkeypatch.setattr(api, "build", spy)
     imp = synthesize("Matmul(2x3x5, f32)", target="avx2_calibrated")
     fn = compile_many([imp], "avx2_calibrated")[0]
     assert seen and set(NO_VECTORIZE) <= set(seen[-1])  # gcc got them
