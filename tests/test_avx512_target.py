@@ -15,7 +15,7 @@ from morello_asp.codegen.ctarget import get_ctarget
 from morello_asp.codegen.standalone import build_command
 from morello_asp.synthesis import synthesize
 
-SPECS = ["Matmul(3x5x7, f32)", "Matmul(2x4x32, f32)", "Matmul(2x3x16, i32)"]
+SPECS = ["Matmul(3x5x7, f32)", "Matmul(1x2x16, f32)", "Matmul(1x2x16, i32)"]
 
 
 @pytest.fixture(scope="module", params=SPECS)

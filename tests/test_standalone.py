@@ -74,7 +74,7 @@ def test_wrong_input_size_and_usage_are_errors(tmp_path):
 @pytest.mark.parametrize(
     "spec",
     [
-        "Matmul(5x3x9, f32)",
+        "Matmul(3x2x5, f32)",
         "Matmul(4x4x4, i32)",
         "(MatmulAccum(1x2x3x8, (f32, GL, row_major), (f32, GL, col_major), (f32, GL, row_major), serial), "
         "[16, 16, 1024, 33554432])",
