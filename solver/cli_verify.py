@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from morello_asp.cli_args import program_file, shape
+from morello_asp.cli_args import check_rules, program_file, shape
 from morello_asp.errors import InputError, MorelloError
 
 
@@ -25,7 +25,9 @@ def _verify(args):
     from morello_asp.serialize import load_with_rules
 
     imp, rules = load_with_rules(program_file(args.program))
-    rep = verify(imp, rules + tuple(args.rules or ()))
+    rules = rules + tuple(args.rules or ())
+    check_rules(imp.spec.target, rules)
+    rep = verify(imp, rules)
     print(rep)
     if args.all:
         for o in rep.obligations:

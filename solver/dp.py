@@ -19,8 +19,8 @@ import heapq
 import sys
 import time
 from contextlib import contextmanager
-from itertools import count
 from dataclasses import dataclass, field
+from itertools import count
 
 from morello_asp.cost import node_cost, node_peak
 from morello_asp.errors import NoImplementationError
@@ -31,7 +31,6 @@ from morello_asp.spec import Spec
 from . import clingo_run, interrupt
 from .engine import Engine, Expansion
 from .memo import Decision, DictMemo, MemoTable
-
 
 BATCH = 1000  # specs per expansion batch (split across the clingo workers; smaller batches complete
 # sub-DAGs sooner, so more decisions are committed early, at no measured cost)
@@ -129,9 +128,10 @@ class Search:
         save = getattr(self.memo, "save_expansions", None)
         # The engine's per-class cache (spec without limits -> expansions), which the
         # table's cache fills and is filled from.
-        classes = getattr(self.engine, "_class_cache", None)
+        classes: dict | None = getattr(self.engine, "_class_cache", None)
         if classes is None:
             load = save = None
+            classes = {}
         # Smallest specs first (a spec's sub-specs are never larger), so whole sub-DAGs
         # are expanded early; a spec whose every descendant is expanded ("complete") is
         # solved at once and its decision committed, so an interrupted search keeps

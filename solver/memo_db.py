@@ -24,7 +24,7 @@ from .coords import from_coords
 from .memo import Decision, RectMemo
 
 SCHEMA_VERSION = "2"  # 2: box costs per unit of volume
-EXPANSIONS_VERSION = "1"  # format of the expansion cache; another value empties it
+EXPANSIONS_VERSION = "2"  # format of the expansion cache; another value empties it
 OUR_TABLES = {"meta", "decisions", "ekeys", "expansions", "sqlite_sequence"}
 _SQLITE_MAGIC = b"SQLite format 3\0"
 
@@ -191,6 +191,8 @@ class SqliteMemo(RectMemo):
         self._actions: dict[tuple, Action] = {}  # (action JSON text, ranks) -> Action
         self._action_json: dict[Action, str] = {}
         self.expansions_loaded = 0
+        self._zeros = tuple(0 for _ in levels)
+        self._coords: dict = {}  # spec class -> (key, point without limits)
         self.expansions_saved = 0
         try:
             for seq, key, lo, hi, val in self.con.execute("SELECT seq, key, lo, hi, value FROM decisions ORDER BY seq"):
@@ -330,6 +332,17 @@ class SqliteMemo(RectMemo):
                 self._ekeys_by_id[kid] = key
         return kid
 
+    def _class_coords(self, cls) -> tuple[str, tuple]:
+        """A spec class's coordinates, as the table's own keys have them (with limits, so
+        the coordinates cached on the class object serve both), limits cut off."""
+        got = self._coords.get(cls)
+        if got is None:
+            from .coords import to_coords
+
+            key, point = to_coords(cls.with_limits(self._zeros), self.levels)
+            got = self._coords[cls] = (key, point[: len(point) - len(self._zeros)])
+        return got
+
     def _kid(self, kid: int, point: tuple):
         spec = self._kids.get((kid, point))
         if spec is None:
@@ -337,7 +350,8 @@ class SqliteMemo(RectMemo):
             if key is None:
                 key = self.con.execute("SELECT key FROM ekeys WHERE id = ?", (kid,)).fetchone()[0]
                 self._ekeys_by_id[kid] = key
-            spec = self._kids[(kid, point)] = from_coords(key, point, self.target)
+            spec = from_coords(key, point + self._zeros, self.target).without_limits
+            self._kids[(kid, point)] = spec
         return spec
 
     def _decode_expansions(self, cls, blob: bytes) -> list:
@@ -357,11 +371,9 @@ class SqliteMemo(RectMemo):
     @_sql_errors
     def load_expansions(self, classes) -> dict:
         """The stored expansions of those spec classes (limits dropped) that have some."""
-        from .coords import to_coords
-
         out = {}
         for c in classes:
-            key, point = to_coords(c, self.levels)
+            key, point = self._class_coords(c)
             kid = self._key_id(key)
             if kid is None:
                 continue
@@ -380,11 +392,9 @@ class SqliteMemo(RectMemo):
     @_sql_errors
     def save_expansions(self, items: dict) -> None:
         """Store spec classes' expansions (committed with the next flush)."""
-        from .coords import to_coords
-
         rows = []
         for c, exps in items.items():
-            key, point = to_coords(c, self.levels)
+            key, point = self._class_coords(c)
             enc = []
             for e in exps:
                 try:
@@ -400,7 +410,7 @@ class SqliteMemo(RectMemo):
                         pass
                 kids = []
                 for ch in e.children:
-                    ck, cp = to_coords(ch, self.levels)
+                    ck, cp = self._class_coords(ch)
                     kids.append([self._key_id(ck, create=True), cp])
                 enc.append([atext, kids, list(e.keys), e.kernel_cost, list(e.alloc) if e.alloc else None])
             rows.append(

@@ -144,6 +144,7 @@ def files(tmp_path_factory):
     )
     (d / "prog_list.json").write_text("[1, 2, 3]")
     (d / "prog_latin1.json").write_bytes(b'{"x": "caf\xe9"}')
+    assert main(["synth", TINY, "-q", "--out", str(d / "prog.json")]) == 0
     return d
 
 
@@ -165,6 +166,7 @@ def test_bad_rule_file(capsys, files, name, want):
         ["synth", TINY, "-q", "--rules", arg],
         ["explain", TINY, "--rules", arg],
         ["run", TINY, "--rules", arg],
+        ["verify", str(files / "prog.json"), "--rules", arg],
     ):
         rc, out, err = run_main(capsys, cmd)
         check_one_line(rc, err, 2, want)
