@@ -13,6 +13,7 @@ not grounded yet. SIGINT and SIGTERM stop a search at a safe point (solver/inter
 `Interrupted` is raised after what is known is committed and the clingo workers are
 stopped.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -75,12 +76,16 @@ class Progress:
         elapsed = max(stats.elapsed, 1e-9)
         if stats.phase == "expanding":
             table = f", {stats.from_table:,} from the table" if stats.from_table else ""
-            return (f"expanding: {stats.expanded:,} specs, {engine.stats.specs:,} classes grounded{table}, "
-                    f"{stats.solved:,} solved, {elapsed:.0f} s")
+            return (
+                f"expanding: {stats.expanded:,} specs, {engine.stats.specs:,} classes grounded{table}, "
+                f"{stats.solved:,} solved, {elapsed:.0f} s"
+            )
         rate = stats.solved / elapsed
         share = engine.stats.seconds / elapsed
-        return (f"solving: {stats.solved:,} specs solved, {rate:,.0f}/s, {stats.memo_hits:,} memo hits, "
-                f"clingo {share:.0%} of time, {elapsed:.0f} s")
+        return (
+            f"solving: {stats.solved:,} specs solved, {rate:,.0f}/s, {stats.memo_hits:,} memo hits, "
+            f"clingo {share:.0%} of time, {elapsed:.0f} s"
+        )
 
     def done(self):
         if self.enabled and self._drawn:
@@ -235,7 +240,8 @@ class Search:
         node = e.derived.get("node")
         if node is None:  # the node's cost and peak rules do not depend on the limits
             node = e.derived["node"] = node_from_expansion(spec, e)
-        cost = node_cost(node, [k.cost for k in kids], self.target)
+        costs: list[int] = [k.cost for k in kids]  # type: ignore[misc]  # the DP holds int costs
+        cost = node_cost(node, costs, self.target)
         peak = node_peak(node, [k.peak for k in kids], self.target)
         depth = 1 + max((k.depth for k in kids), default=0)
         return Decision(e.action, cost, peak, depth)
@@ -250,9 +256,7 @@ class Search:
         self._prefetch((spec,), BATCH)
         d = self.solve(spec)
         if not d.feasible:
-            raise NoImplementationError(
-                f"no implementation of {spec} fits its memory limits under the rules in force"
-            )
+            raise NoImplementationError(f"no implementation of {spec} fits its memory limits under the rules in force")
         for e in self.engine.expand(spec):
             if e.action == d.action:
                 return node_from_expansion(spec, e, [self._build(c) for c in e.children])
