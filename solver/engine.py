@@ -58,6 +58,11 @@ class Engine:
     def __init__(self, target: str | Target | None = None, rules: tuple[str | Path, ...] = ()):
         self.target = as_target(target)
         self.files = [ENCODINGS / "synth.lp", *self.target.files, *(rule_file(r) for r in rules)]
+        # A user's file that is not UTF-8, does not ground, or grounds for ever is reported
+        # here (in a worker with a time limit), before this process grounds it.
+        from .logic_files import check_logic_files
+
+        check_logic_files(self.files)
         self._files = tuple(str(f) for f in self.files)
         self._cache: dict[Spec, list[Expansion]] = {}
         self._class_cache: dict[Spec, list[Expansion]] = {}
