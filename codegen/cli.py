@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from morello_asp.cli_args import check_logic_inputs, int_range, program_file
+from morello_asp.cli_args import add_rules_option, check_logic_inputs, int_range, program_file
 from morello_asp.errors import RefutedError
 
 
@@ -111,12 +111,7 @@ def register(sub):
             help="program JSON saved by morello_asp.serialize.save, or a spec to synthesize",
         )
         p.add_argument("--target", default="avx2", help="target for a spec (a saved program names its own)")
-        p.add_argument(
-            "--rules",
-            action="append",
-            metavar="FILE.lp|NAME",
-            help="extra logic file (kernels), besides those a saved program records",
-        )
+        add_rules_option(p, "extra logic file (kernels), besides those a saved program records")
         p.add_argument("--no-verify", action="store_true", help="run a saved program without proving it legal first")
         if name == "run":
             p.add_argument("--seed", type=int_range(0, 2**32 - 1, "a random seed"), default=0)

@@ -59,6 +59,12 @@ def output_file(what: str = "output file"):
     return parse
 
 
+def add_rules_option(parser, help: str) -> None:
+    """`--rules FILE.lp|NAME` (repeatable): a logic file, or an optional rule set of
+    encodings/options/ by name; every command that loads logic files takes it so."""
+    parser.add_argument("--rules", action="append", default=[], metavar="FILE.lp|NAME", help=help)
+
+
 def program_file(path: str) -> str:
     """A saved program's path: InputError unless it names a file."""
     from morello_asp.errors import InputError

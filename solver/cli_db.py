@@ -9,7 +9,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from morello_asp.cli_args import int_range, output_file
+from morello_asp.cli_args import add_rules_option, int_range, output_file
 from morello_asp.errors import InputError, MemoError, MorelloError
 
 from .memo_db import SCHEMA_VERSION, _damaged, connect
@@ -297,12 +297,6 @@ def register(sub) -> None:
     v.add_argument(
         "--limit", type=int_range(1, what="a number of rectangles"), metavar="N", help="only the first N rectangles"
     )
-    v.add_argument(
-        "--rules",
-        action="append",
-        default=[],
-        metavar="FILE.lp|NAME",
-        help="the extra rule files or rule sets the table was built with",
-    )
+    add_rules_option(v, "the extra rule files or rule sets the table was built with")
     v.add_argument("-q", "--quiet", action="store_true", help="no progress line, no list of unknowns")
     v.set_defaults(func=lambda a: verify(a.file, a.rules, a.limit, a.quiet))

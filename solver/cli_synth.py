@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from morello_asp.cli_args import check_logic_inputs, int_range, output_file
+from morello_asp.cli_args import add_rules_option, check_logic_inputs, int_range, output_file
 from morello_asp.errors import MemoError, MorelloError
 
 
@@ -179,11 +179,8 @@ def register(sub):
     def common(p):
         p.add_argument("spec", help='a spec, e.g. "Matmul(64x64x64, f32)" or the full paper syntax')
         p.add_argument("--target", default="avx2", help="target name or path to a target .lp file")
-        p.add_argument(
-            "--rules",
-            action="append",
-            metavar="FILE.lp|NAME",
-            help="extra logic file, or an optional rule set of encodings/options/ by name, e.g. l1_ways (repeatable)",
+        add_rules_option(
+            p, "extra logic file, or an optional rule set of encodings/options/ by name, e.g. l1_ways (repeatable)"
         )
         p.add_argument("--db", metavar="FILE", help="memo table file to reuse and grow")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from morello_asp.cli_args import check_rules, program_file, shape
+from morello_asp.cli_args import add_rules_option, check_rules, program_file, shape
 from morello_asp.errors import InputError, MorelloError
 
 
@@ -40,11 +40,6 @@ def register(sub):
     p.add_argument("program", nargs="?", help="program JSON saved by synth --out or morello_asp.serialize.save")
     p.add_argument("--layout", help='a layout to check, e.g. "[1, 0, 1 p(4)]"')
     p.add_argument("--shape", type=shape, help="tensor shape for --layout, e.g. 6x8")
-    p.add_argument(
-        "--rules",
-        action="append",
-        metavar="FILE.lp|NAME",
-        help="extra logic file the program's kernels come from, besides those it was saved with",
-    )
+    add_rules_option(p, "extra logic file the program's kernels come from, besides those it was saved with")
     p.add_argument("--all", action="store_true", help="list every obligation, not only failures")
     p.set_defaults(func=_verify)
