@@ -110,47 +110,61 @@ class Program:
     def _ptrs(self, bufs):
         ffi = self.module.ffi
         return [
-            ffi.from_buffer(f"{self.spec.operands[i].dtype.c_type}[]", b, require_writable=(i == self.spec.output))
+            ffi.from_buffer(f"{self.spec.operands[i].dtype.c_type}[]", b, require_writable=(i in self.spec.outputs))
             for i, b in enumerate(bufs)
         ]
 
     def __call__(self, *args, out=None):
+        """Inputs in order; the output(s) returned, or written into `out=` (a tuple of
+        arrays for a kind with several outputs)."""
         spec = self.spec
-        ins = [i for i in range(len(spec.operands)) if i != spec.output]
+        outs = list(spec.outputs)
+        ins = [i for i in range(len(spec.operands)) if i not in outs]
         if len(args) != len(ins):
             want = ", ".join(self.names[i] for i in ins) or "no positional arguments"
             raise CodegenError(f"{spec.short()} takes {len(ins)} input array(s) ({want}) and out=, got {len(args)}")
+        given = None if out is None else (list(out) if len(outs) > 1 else [out])
+        if given is not None and len(given) != len(outs):
+            raise CodegenError(f"{spec.short()} has {len(outs)} outputs; out= needs a tuple of {len(outs)} arrays")
         arrays = {i: self._logical(i, a, f"argument {k + 1}") for k, (i, a) in enumerate(zip(ins, args))}
-        o = spec.output
-        oshape = spec.operand_shapes[o]
         squeeze = any(np.ndim(a) < len(spec.operand_shapes[i]) for i, a in zip(ins, args))
-        if out is not None:
-            out_arr = self._logical(o, out, "out")
-            if not out_arr.flags.writeable:
-                raise CodegenError("out is read-only")
-        else:
-            out_arr = np.zeros(oshape, dtype=spec.operands[o].dtype.np_dtype)
-        arrays[o] = out_arr
+        for k, o in enumerate(outs):
+            if given is not None:
+                arrays[o] = self._logical(o, given[k], "out")
+                if not arrays[o].flags.writeable:
+                    raise CodegenError("out is read-only")
+            else:
+                arrays[o] = np.zeros(spec.operand_shapes[o], dtype=spec.operands[o].dtype.np_dtype)
         for i in ins:  # the C function's pointers are restrict: never let out alias an input
-            if np.shares_memory(arrays[i], out_arr):
+            if any(np.shares_memory(arrays[i], arrays[o]) for o in outs):
                 arrays[i] = arrays[i].copy()
         bufs = [self._buffer(i, arrays[i]) for i in range(len(spec.operands))]
         self._fn(*self._ptrs(bufs))
-        if not np.shares_memory(bufs[o], out_arr):
-            from_buffer(bufs[o], spec.operands[o].layout, oshape, out=out_arr)
+        for o in outs:
+            if not np.shares_memory(bufs[o], arrays[o]):
+                from_buffer(bufs[o], spec.operands[o].layout, spec.operand_shapes[o], out=arrays[o])
         if out is not None:
             return out
-        return out_arr.reshape(oshape[1:]) if squeeze and oshape[0] == 1 else out_arr
+        res = [
+            arrays[o].reshape(spec.operand_shapes[o][1:]) if squeeze and spec.operand_shapes[o][0] == 1 else arrays[o]
+            for o in outs
+        ]
+        return res[0] if len(res) == 1 else tuple(res)
 
     def check(self, seed: int = 0) -> tuple[float, float]:
         """Run on random inputs against the numpy reference: (max |error|, tolerance)."""
         spec = self.spec
         ops = random_operands(spec, seed)
-        o = spec.output
+        outs = spec.outputs
         want = reference(spec, *ops)
-        got = self(*[a for i, a in enumerate(ops) if i != o], out=ops[o].copy())
-        err = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max(initial=0.0))
-        return err, tolerance(spec, want)
+        wants = list(want) if len(outs) > 1 else [want]
+        given = tuple(ops[o].copy() for o in outs)
+        got = self(*[a for i, a in enumerate(ops) if i not in outs], out=given if len(outs) > 1 else given[0])
+        gots = list(got) if len(outs) > 1 else [got]
+        err = max(
+            float(np.abs(g.astype(np.float64) - w.astype(np.float64)).max(initial=0.0)) for g, w in zip(gots, wants)
+        )
+        return err, max(tolerance(spec, w) for w in wants)
 
     # ------------------------------------------------------------ timing
     def benchmark(self, reps: int = 7, min_time: float = 0.05, warmup: int = 2, seed: int = 0) -> BenchResult:

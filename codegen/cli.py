@@ -35,7 +35,7 @@ def load_program(args):
     from morello_asp.spec import parse_spec
     from morello_asp.synthesis import synthesize
 
-    spec = parse_spec(file_or_spec, args.target)
+    spec = parse_spec(file_or_spec, args.target, rules=rules)
     return synthesize(spec, rules=rules), rules
 
 

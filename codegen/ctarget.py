@@ -33,6 +33,9 @@ class CTarget:
     run_mode: str = "inprocess"  # tgt_run_mode/1: inprocess | standalone
     emulator: tuple[str, ...] = ()  # tgt_run_emulator/1, split into words
     cpu_flags: tuple[str, ...] = ()  # tgt_cpu_flag/1
+    c_ops: dict = field(default_factory=dict)  # tgt_c_op/3: (operator, dtype) -> template
+    c_consts: dict = field(default_factory=dict)  # tgt_c_const/3: (constant, dtype) -> C text
+    kernel_headers: dict = field(default_factory=dict)  # tgt_c_kernel_header/2: kernel -> headers it needs
 
     @property
     def native(self) -> bool:
@@ -72,6 +75,26 @@ class CTarget:
             f"target {self.target.name} has no C for kernel {kernel} on {dtype}: add "
             f'tgt_kernel_c({k}, {dtype}, "...") (or dtype `any`) to its fact files'
         )
+
+    def c_op(self, op: str, dtype: str) -> str:
+        for key in ((op, dtype), (op, "any")):
+            if key in self.c_ops:
+                return self.c_ops[key]
+        raise CodegenError(
+            f"target {self.target.name} has no C for operator {op} on {dtype}: add "
+            f'tgt_c_op({op}, {dtype}, "...") to its fact files'
+        )
+
+    def c_const(self, c, dtype: str) -> str:
+        if isinstance(c, int):
+            return str(c)
+        try:
+            return self.c_consts[(c, dtype)]
+        except KeyError:
+            raise CodegenError(
+                f"target {self.target.name} has no C for constant {c} on {dtype}: add "
+                f'tgt_c_const({c}, {dtype}, "...") to its fact files'
+            ) from None
 
     def vector_type(self, dtype: str, nbytes: int) -> str:
         try:
@@ -143,7 +166,17 @@ def _ctarget(key: tuple[str, ...], rules: tuple[str, ...]) -> CTarget:
         run_mode=str(_single(rows, "tgt_run_mode", name, "inprocess")),
         emulator=tuple(str(_single(rows, "tgt_run_emulator", name, "")).split()),
         cpu_flags=tuple(sorted(str(f) for (f,) in rows.get("tgt_cpu_flag", []))),
+        c_ops={(str(o), str(d)): str(t) for o, d, t in rows.get("tgt_c_op", [])},
+        c_consts={(str(c), str(d)): str(t) for c, d, t in rows.get("tgt_c_const", [])},
+        kernel_headers=_headers_by_kernel(rows.get("tgt_c_kernel_header", [])),
     )
+
+
+def _headers_by_kernel(rows) -> dict[str, tuple[str, ...]]:
+    out: dict[str, list[str]] = {}
+    for k, h in sorted(rows):
+        out.setdefault(str(k), []).append(str(h))
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def _single(rows: dict, pred: str, name: str, default):

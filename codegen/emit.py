@@ -19,6 +19,7 @@ import numpy as np
 
 from morello_asp.expr import Add, Const, Expr, Mul, Var, lift
 from morello_asp.ir import Impl, KernelApp, SpecHole
+from morello_asp.naming import snake
 from morello_asp.rewrites import for_node
 from morello_asp.spec import Spec, TensorSpec
 from morello_asp.target import Target
@@ -58,7 +59,7 @@ def param_names(spec: Spec) -> list[str]:
 
 def inputs_of(spec: Spec) -> list[int]:
     """Operands the program reads: all but a non-accumulating output."""
-    return [i for i in range(len(spec.operands)) if i != spec.output or spec.k.is_accum]
+    return [i for i in range(len(spec.operands)) if i not in spec.outputs or spec.k.is_accum]
 
 
 class Emitter:
@@ -68,6 +69,7 @@ class Emitter:
         self.depth = 1
         self.env: dict[str, VarRange] = {}
         self.used: set[str] = set()
+        self.headers: list[str] = []  # tgt_c_kernel_header/2 of the kernels emitted
         self.uses_omp = False
 
     # ---------------------------------------------------------------- helpers
@@ -225,9 +227,42 @@ class Emitter:
         self.check_contiguous(node, views)
         dtype = str(spec.operands[spec.output].dtype)
         text = self.ct.template(node.kernel, dtype)
+        for h in self.ct.kernel_headers.get(snake(node.kernel), ()):
+            if h not in self.headers:
+                self.headers.append(h)
+        if "{point}" in text:
+            text = text.replace("{point}", point_statement(spec, self.ct))
         ctx = KernelContext(self, spec, views, node.kernel)
         for line in expand_template(text, ctx):
             self.out(line)
+
+
+def point_statement(spec: Spec, ct) -> str:
+    """The kind's semantics at one point as a C template (operands as `{name}`), with
+    the target's operators: what the generic scalar kernel `point` runs. A one-point
+    reduction combines nothing, so the value is the result; an accumulating kind
+    combines it with the output's old value."""
+    k = spec.k
+    names = param_names(spec)
+    lines = []
+    for o in k.outputs:
+        dt = str(spec.operands[o].dtype)
+        value = _lower(k.value(o), names, dt, ct)
+        if k.is_accum:
+            value = ct.c_op(k.combiner(o), dt).replace("{0}", "{" + names[o] + "}").replace("{1}", value)
+        lines.append("{" + names[o] + "} = " + value + ";")
+    return "\n".join(lines)
+
+
+def _lower(e, names: list[str], dt: str, ct) -> str:
+    if e[0] == "op":
+        return "{" + names[e[1]] + "}"
+    if e[0] == "const":
+        return ct.c_const(e[1], dt)
+    text = ct.c_op(e[0], dt)
+    for i, a in enumerate(e[1:]):
+        text = text.replace("{" + str(i) + "}", _lower(a, names, dt, ct))
+    return text
 
 
 def _bare(e: Expr) -> str:
@@ -371,7 +406,7 @@ def signature(spec: Spec, fname: str) -> str:
     ins = set(inputs_of(spec))
     params = []
     for i, (n, t) in enumerate(zip(param_names(spec), spec.operands)):
-        const = "const " if i in ins and i != spec.output else ""
+        const = "const " if i in ins and i not in spec.outputs else ""
         params.append(f"{const}{t.dtype.c_type} *restrict {n}")
     return f"void {fname}({', '.join(params)})"
 
@@ -405,14 +440,14 @@ def emit_function(impl: Impl, fname: str = "kernel", target: str | Target | None
             pre.append(f"{vt} {', '.join(regs)};")
             if i in inputs_of(spec):
                 pre += [f"memcpy(&{r}, {n} + {k * t.vector_size}, sizeof {r});" for k, r in enumerate(regs)]
-            if i == spec.output:
+            if i in spec.outputs:
                 post += [f"memcpy({n} + {k * t.vector_size}, &{r}, sizeof {r});" for k, r in enumerate(regs)]
         else:
             regs = [reg.name] if vol == 1 else [f"{reg.name}_{r}" for r in range(vol)]
             pre.append(f"{t.dtype.c_type} {', '.join(regs)};")
             if i in inputs_of(spec):
                 pre += [f"{r} = {n}[{k}];" for k, r in enumerate(regs)]
-            if i == spec.output:
+            if i in spec.outputs:
                 post += [f"{n}[{k}] = {r};" for k, r in enumerate(regs)]
         views.append(View(reg, origin, shp, t))
     for line in pre:
@@ -420,7 +455,8 @@ def emit_function(impl: Impl, fname: str = "kernel", target: str | Target | None
     em.emit(impl, views)
     for line in post:
         em.out(line)
-    head = [f"/* {spec.text()} */", "__attribute__((noinline))", signature(spec, fname), "{"]
+    head = [f"#include <{h}>" for h in em.headers if h not in ct.headers]
+    head += [f"/* {spec.text()} */", "__attribute__((noinline))", signature(spec, fname), "{"]
     return "\n".join(head + em.lines + ["}"]), em.uses_omp
 
 

@@ -1,61 +1,160 @@
-"""numpy semantics of every spec kind: the oracle programs are checked against.
-
-Each function takes the inputs in logical shape (see `inputs_of`) and the current
-output (for accumulating kinds) and returns the new output.
-"""
+"""numpy semantics of every spec kind, derived from its declaration (encodings/kinds/):
+the oracle programs are checked against."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from math import prod
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from morello_asp.errors import CodegenError
+from morello_asp.kinds import expr_operands, expr_ops
 from morello_asp.spec import Spec
 
 
-def _matmul(spec, lhs, rhs, out):
-    return np.matmul(lhs, rhs).astype(out.dtype)
-
-
-def _matmul_accum(spec, lhs, rhs, out):
-    return (out + np.matmul(lhs, rhs)).astype(out.dtype)
-
-
-def _zero(spec, out):
-    return np.zeros_like(out)
-
-
-def _move(spec, src, dst):
-    return src.astype(dst.dtype).copy()
-
-
-REFERENCE: dict[str, Callable] = {
-    "Matmul": _matmul,
-    "MatmulAccum": _matmul_accum,
-    "Zero": _zero,
-    "Move": _move,
-}
-
-FLOPS: dict[str, Callable[[Spec], int]] = {
-    "Matmul": lambda s: 2 * s.volume,
-    "MatmulAccum": lambda s: 2 * s.volume,
-}
-
-
-def reference(spec: Spec, *args: np.ndarray) -> np.ndarray:
-    """All operands in logical shape (the output's current contents last); returns the
-    output a correct program leaves."""
-    try:
-        fn = REFERENCE[spec.kind]
-    except KeyError:
-        raise CodegenError(f"no numpy reference semantics for {spec.kind}") from None
-    return fn(spec, *args)
+def reference(spec: Spec, *args: np.ndarray):
+    """All operands in logical shape (outputs with their current contents); returns the
+    output a correct program leaves (a tuple of them for a kind with several outputs).
+    The semantics are the kind's declaration (encodings/kinds/), evaluated generically."""
+    k = spec.k
+    if len(args) != len(spec.operands):
+        raise CodegenError(f"{spec.kind} takes {len(spec.operands)} arrays, got {len(args)}")
+    outs = tuple(_evaluate(spec, o, args) for o in k.outputs)
+    return outs[0] if len(outs) == 1 else outs
 
 
 def flops(spec: Spec) -> int:
-    """Arithmetic operations one run performs (0 for pure data movement)."""
-    return FLOPS.get(spec.kind, lambda s: 0)(spec)
+    """Arithmetic operations one run performs (0 for pure data movement): the operators
+    of each output's per-point value, plus one combine per point where values combine."""
+    k = spec.k
+    red = k.reduction(len(spec.shape))
+    total = 0
+    for o in k.outputs:
+        per = expr_ops(k.value(o)) + (1 if (red or k.is_accum) and k.combiner(o) else 0)
+        total += per * spec.volume
+    return total
+
+
+# ----------------------------------------------------------------------- evaluation
+_NP_OPS = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "max": np.maximum,
+    "min": np.minimum,
+    "neg": np.negative,
+    "exp": np.exp,
+}
+_REDUCE = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+_CHUNK = 1 << 24  # values of the point grid evaluated at once
+
+
+def _compute_dtype(out_dtype: np.dtype) -> np.dtype:
+    """What the C does its arithmetic in: the output's float type, or wide integers
+    (C promotes small integers; wrapping happens on the store)."""
+    return np.dtype(out_dtype) if np.issubdtype(out_dtype, np.floating) else np.dtype(np.int64)
+
+
+def _const(c, dt: np.dtype):
+    if c == "neg_inf":
+        return -np.inf if np.issubdtype(dt, np.floating) else np.iinfo(dt).min
+    if c == "pos_inf":
+        return np.inf if np.issubdtype(dt, np.floating) else np.iinfo(dt).max
+    return c
+
+
+def _grid_view(a: np.ndarray, access, shape) -> np.ndarray:
+    """Operand `a` seen on the spec's point grid: axis D of the view is spec dimension D
+    (stride 0 where the operand does not depend on it); a dimension indexed by a sum of
+    spec dimensions gives each of them its stride, an offset shifts the start."""
+    base = a[tuple(slice(x.offset, None) for x in access)] if any(x.offset for x in access) else a
+    strides = [0] * len(shape)
+    for j, x in enumerate(access):
+        for d in x.dims:
+            strides[d] += base.strides[j]
+    vshape = [n if strides[d] or any(d in x.dims for x in access) else 1 for d, n in enumerate(shape)]
+    strides = [s if n > 1 else 0 for s, n in zip(strides, vshape)]
+    return as_strided(base, shape=vshape, strides=strides, writeable=False)
+
+
+def _evaluate(spec: Spec, o: int, args) -> np.ndarray:
+    k = spec.k
+    shape = spec.shape
+    access = k.access(len(shape))
+    out = np.asarray(args[o])
+    cdt = _compute_dtype(out.dtype)
+    expr = k.value(o)
+    red = k.reduction(len(shape))
+    comb = k.combiner(o)
+    ins = {i: np.ascontiguousarray(np.asarray(args[i]).astype(cdt)) for i in expr_operands(expr)}
+    grid = {i: _grid_view(a, access[i], shape) for i, a in ins.items()}
+    fast = _einsum(expr, comb, grid, access, access[o], len(shape)) if red else None
+    new = fast if fast is not None else _evaluate_grid(expr, comb, red, grid, shape, cdt)
+    # both keep the output's spec dimensions in spec order; the output may list them in another
+    out_axes = [x.dims[0] for x in access[o]]  # an output's dimensions are single
+    order = sorted(out_axes)
+    new = np.asarray(new, dtype=cdt)
+    if out_axes != order:
+        new = np.transpose(new, [order.index(d) for d in out_axes])
+    new = np.broadcast_to(new, out.shape)
+    if k.is_accum and comb is not None:
+        new = _REDUCE[comb](out.astype(cdt), new)
+    return new.astype(out.dtype)  # integers wrap as the C store does
+
+
+def _einsum(expr, comb, grid, access, out_access, rank):
+    """Sum of a product of operands: one einsum over each operand's strided view of the
+    dimensions it depends on (BLAS for a matmul, a sliding window for a convolution)."""
+    if comb not in (None, "add"):
+        return None
+    factors: list[int] = []
+
+    def collect(e) -> bool:
+        if e[0] == "op":
+            factors.append(e[1])
+            return True
+        return e[0] == "mul" and collect(e[1]) and collect(e[2])
+
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    if not collect(expr) or rank > len(letters):
+        return None
+    keep = sorted(x.single for x in out_access)
+    views, subs = [], []
+    for i in factors:
+        g = grid[i]
+        deps = sorted({d for x in access[i] for d in x.dims})
+        views.append(as_strided(g, shape=[g.shape[d] for d in deps], strides=[g.strides[d] for d in deps]))
+        subs.append("".join(letters[d] for d in deps))
+    return np.einsum(",".join(subs) + "->" + "".join(letters[d] for d in keep), *views, optimize=True)
+
+
+def _evaluate_grid(expr, comb, red, grid, shape, cdt):
+    """Any expression: evaluated on the point grid, reduced over the reduction axes, in
+    chunks along the first reduction dimension so memory stays bounded."""
+
+    def ev(e, sl):
+        if e[0] == "op":
+            return grid[e[1]][sl]
+        if e[0] == "const":
+            return np.asarray(_const(e[1], cdt), dtype=cdt)
+        return _NP_OPS[e[0]](*(ev(a, sl) for a in e[1:]))
+
+    if not red:
+        return np.broadcast_to(ev(expr, ()), shape)
+    d0 = red[0]
+    per = max(1, prod(shape) // max(1, shape[d0]))
+    step = max(1, _CHUNK // per)
+    acc = None
+    fn = _REDUCE[comb]
+    for lo in range(0, shape[d0], step):
+        sl = tuple(slice(lo, lo + step) if d == d0 else slice(None) for d in range(len(shape)))
+        part_shape = tuple(min(step, shape[d0] - lo) if d == d0 else n for d, n in enumerate(shape))
+        v = np.broadcast_to(ev(expr, sl), part_shape)
+        v = fn.reduce(v, axis=tuple(red), keepdims=True)
+        acc = v if acc is None else fn(acc, v)
+    return np.squeeze(acc, axis=tuple(red))
 
 
 def tolerance(spec: Spec, want: np.ndarray) -> float:

@@ -55,6 +55,10 @@ def main_function(impl: Impl) -> str:
     """`main` for the program `kernel` (and its timing loop `kernel_bench`)."""
     spec = impl.spec
     names = param_names(spec)
+    if len(spec.outputs) > 1:
+        raise CodegenError(
+            f"{spec.kind} has {len(spec.outputs)} outputs; standalone programs write one (use the in-process path)"
+        )
     reads = set(inputs_of(spec))
     n = len(spec.operands)
     L = [
@@ -167,6 +171,7 @@ def build_command(ct: CTarget, c_file: str, exe: str, openmp: bool) -> list[str]
         c_file,
         "-o",
         exe,
+        "-lm",  # the point kernel's operators (expf, fmaxf)
     ]
 
 

@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "morello_asp.solver.cli_synth",
     "morello_asp.solver.cli_verify",
     "morello_asp.solver.cli_db",
+    "morello_asp.cli_kinds",
 ]
 
 EPILOG = """\

@@ -152,7 +152,7 @@ class Loop(Impl):
         operand held in registers, and registers cannot be indexed by a loop counter. Such
         a loop has no per-iteration overhead (the cost model) and no C loop (codegen)."""
         looped = {d for d, s in enumerate(self.steps) if s > 1}
-        dims = self.spec.k.operand_dims(len(self.spec.shape))
+        dims = self.spec.k.deps(len(self.spec.shape))
         return any(
             op.level in register_levels and looped.intersection(dims[i]) for i, op in enumerate(self.spec.operands)
         )

@@ -1,76 +1,500 @@
-"""Primitive spec kinds: how a spec's shape maps to its operands' shapes.
+"""Spec kinds, read from their logic declarations (encodings/kinds/*.lp and a user's rule
+files; the predicates are documented in encodings/kinds/declare.lp).
 
-Each kind says which spec dimensions each operand spans; tiling, boundary regions,
-reference semantics and codegen all work from that projection, so a new kind is a new
-table row (plus its numpy semantics) rather than new control flow.
+The declaration is the only source of truth: operand shapes and tiles' halos, reductions,
+accumulating pairs, the numpy semantics (codegen/reference.py evaluates `Kind.values`),
+FLOPs, C parameter names and spec text sugar all derive from it. Python never parses the
+files: clingo grounds them and we read the atoms, as for targets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import functools
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NoReturn
+
+import clingo
+
+from .errors import RuleError
+from .naming import camel
+
+# Expressions of the per-point semantics: ("op", operand index) | ("const", int | "neg_inf"
+# | "pos_inf") | (operator, *arguments).
+Expr = tuple
+OPERATORS = {"add": 2, "sub": 2, "mul": 2, "div": 2, "max": 2, "min": 2, "neg": 1, "exp": 1}
+CONSTANTS = ("neg_inf", "pos_inf")
+# A combiner and the value it starts from (what the accumulating variant's init kind must write).
+COMBINERS: dict[str, int | str] = {"add": 0, "mul": 1, "max": "neg_inf", "min": "pos_inf"}
+
+
+@dataclass(frozen=True)
+class Access:
+    """One logical dimension of an operand: the sum of spec dimensions `dims` plus
+    `offset` indexes it, so its extent is sum(size - 1) + 1 + offset."""
+
+    dims: tuple[int, ...]
+    offset: int = 0
+
+    def extent(self, shape) -> int:
+        return sum(shape[d] - 1 for d in self.dims) + 1 + self.offset
+
+    @property
+    def single(self) -> int | None:
+        """The spec dimension this dimension is, if it is exactly one."""
+        return self.dims[0] if len(self.dims) == 1 and not self.offset else None
 
 
 @dataclass(frozen=True)
 class Kind:
-    name: str
-    rank: int | None  # spec rank, or None when it follows the tensor rank
-    operand_dims: Callable[[int], tuple[tuple[int, ...], ...]]
-    output: int  # index of the output operand (the last, by convention)
-    reduction: Callable[[int], tuple[int, ...]]  # spec dims absent from the output
-    params: tuple[str, ...] = ()  # operand names in listings, C and kernel templates
-    accum_of: str | None = None  # for accumulating kinds: the non-accumulating kind
-    init_kind: str | None = None  # for accumulating kinds: the kind that initialises the output
+    name: str  # CamelCase, as in spec text
+    atom: str  # snake_case, as in the logic files
+    dims: tuple[str, ...] | None  # dimension names; None: any rank (pointwise)
+    params: tuple[str, ...]  # operand names
+    outputs: tuple[int, ...]
+    accesses: tuple[tuple[Access, ...], ...] | None  # per operand; None: pointwise
+    values: tuple[Expr, ...]  # per output (in `outputs` order)
+    combiners: tuple[str | None, ...]  # per output
+    accum_of: str | None = None  # accumulating variant of this kind
+    init_kind: str | None = None  # the kind that initialises an accumulating kind's outputs
+    defaults: tuple[tuple[int, int], ...] = ()  # (dimension, size) spec text may leave out
+    source: str = ""
+    _by_rank: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.dims is None else len(self.dims)
 
     @property
     def is_accum(self) -> bool:
         return self.accum_of is not None
 
-    def arity(self, rank: int) -> int:
-        return len(self.operand_dims(rank))
-
-    def operand_shapes(self, shape) -> tuple[tuple[int, ...], ...]:
-        return tuple(tuple(shape[d] for d in dims) for dims in self.operand_dims(len(shape)))
+    @property
+    def output(self) -> int:
+        """The first (usually only) output."""
+        return self.outputs[0]
 
     def dim_names(self, rank: int) -> list[str]:
-        if self.name.startswith("Matmul"):
-            return ["b", "m", "k", "n"]
-        return [f"d{i}" for i in range(rank)]
+        return list(self.dims) if self.dims is not None else [f"d{i}" for i in range(rank)]
+
+    def arity(self, rank: int = 0) -> int:
+        return len(self.params)
+
+    def access(self, rank: int) -> tuple[tuple[Access, ...], ...]:
+        if self.accesses is not None:
+            return self.accesses
+        a = self._by_rank.get(rank)
+        if a is None:
+            a = self._by_rank[rank] = tuple(tuple(Access((d,)) for d in range(rank)) for _ in self.params)
+        return a
+
+    def deps(self, rank: int) -> tuple[tuple[int, ...], ...]:
+        """Per operand, the spec dimensions it depends on (in order)."""
+        return tuple(tuple(sorted({d for a in acc for d in a.dims})) for acc in self.access(rank))
+
+    def operand_shapes(self, shape) -> tuple[tuple[int, ...], ...]:
+        return tuple(tuple(a.extent(shape) for a in acc) for acc in self.access(len(shape)))
+
+    def reduction(self, rank: int) -> tuple[int, ...]:
+        """Spec dimensions absent from the outputs."""
+        acc = self.access(rank)
+        seen = {d for o in self.outputs for a in acc[o] for d in a.dims}
+        return tuple(d for d in range(rank) if d not in seen)
+
+    def value(self, out: int) -> Expr:
+        return self.values[self.outputs.index(out)]
+
+    def combiner(self, out: int) -> str | None:
+        return self.combiners[self.outputs.index(out)]
+
+    def user_files(self) -> tuple[str, ...]:
+        """The declaring file, for a kind not built in (engines that schedule the kind load it)."""
+        return () if Path(self.source) in builtin_files() else (self.source,)
+
+    def describe(self) -> str:
+        """One line: `Matmul[b m k n](lhs[b, m, k], rhs[b, k, n] -> out[b, m, n] = add of lhs * rhs)`."""
+        dims = self.dims if self.dims is not None else ("d0", "d1", "...")
+
+        def acc_text(i):
+            if self.accesses is None:
+                return f"{self.params[i]}[{', '.join(dims)}]"
+            parts = []
+            for a in self.accesses[i]:
+                t = " + ".join(dims[d] for d in a.dims) + (f" + {a.offset}" if a.offset else "")
+                parts.append(t)
+            return f"{self.params[i]}[{', '.join(parts)}]"
+
+        ins = ", ".join(acc_text(i) for i in range(len(self.params)) if i not in self.outputs)
+        outs = []
+        red = self.reduction(len(dims)) if self.dims is not None else ()
+        for o, e, c in zip(self.outputs, self.values, self.combiners):
+            how = f"{c} over {', '.join(dims[d] for d in red)} of " if c and red else f"{c} " if c else ""
+            acc = f"{acc_text(o)} {'<-' if self.is_accum else '='} "
+            outs.append(acc + how + expr_text(e, self.params))
+        head = f"{self.name}[{' '.join(dims)}]"
+        extra = f"; accumulates {self.accum_of}, initialised by {self.init_kind}" if self.is_accum else ""
+        extra += "".join(f"; {dims[d]} defaults to {n}" for d, n in self.defaults)
+        return f"{head}({ins}{' -> ' if ins else ''}{'; '.join(outs)}){extra}"
 
 
-def _matmul_dims(rank: int):
-    return ((0, 1, 2), (0, 2, 3), (0, 1, 3))
+def expr_text(e: Expr, params) -> str:
+    if e[0] == "op":
+        return params[e[1]]
+    if e[0] == "const":
+        return str(e[1])
+    sym = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+    if e[0] in sym:
+        return f"({expr_text(e[1], params)} {sym[e[0]]} {expr_text(e[2], params)})"
+    return f"{e[0]}({', '.join(expr_text(a, params) for a in e[1:])})"
 
 
-def _elementwise(n_operands: int):
-    def dims(rank: int):
-        return tuple(tuple(range(rank)) for _ in range(n_operands))
-
-    return dims
+def expr_ops(e: Expr) -> int:
+    """Arithmetic operators in `e` (for FLOP counts)."""
+    return 0 if e[0] in ("op", "const") else 1 + sum(expr_ops(a) for a in e[1:])
 
 
-def _none(rank: int):
-    return ()
+def expr_operands(e: Expr) -> set[int]:
+    if e[0] == "op":
+        return {e[1]}
+    if e[0] == "const":
+        return set()
+    return set().union(*(expr_operands(a) for a in e[1:]))
 
 
-def _k(rank: int):
-    return (2,)
+# ------------------------------------------------------------------------- loading
+KINDS_DIR = Path(__file__).resolve().parent.parent / "encodings" / "kinds"
+try:  # installed layout: morello_asp/encodings
+    from morello_asp import encodings as _enc  # type: ignore
+
+    KINDS_DIR = Path(_enc.__file__).resolve().parent / "kinds"
+except Exception:  # pragma: no cover - source checkout before install
+    pass
+
+DECLARE = KINDS_DIR / "declare.lp"
 
 
-KINDS: dict[str, Kind] = {
-    "Matmul": Kind("Matmul", 4, _matmul_dims, 2, _k, ("lhs", "rhs", "out")),
-    "MatmulAccum": Kind(
-        "MatmulAccum", 4, _matmul_dims, 2, _k, ("lhs", "rhs", "out"), accum_of="Matmul", init_kind="Zero"
-    ),
-    "Zero": Kind("Zero", None, _elementwise(1), 0, _none, ("out",)),
-    "Move": Kind("Move", None, _elementwise(2), 1, _none, ("src", "dst")),
-}
+def builtin_files() -> tuple[Path, ...]:
+    """The kind files every program loads: declare.lp first, then encodings/kinds/*.lp."""
+    return (DECLARE, *sorted(p for p in KINDS_DIR.glob("*.lp") if p != DECLARE))
 
-ACCUM_VARIANT = {k.accum_of: k.name for k in KINDS.values() if k.accum_of}
+
+_SIGS = (
+    ("kind", 1),
+    ("kind_dim", 3),
+    ("kind_any_rank", 1),
+    ("kind_operand", 3),
+    ("kind_output", 2),
+    ("kind_access", 3),
+    ("kind_value", 3),
+    ("kind_combine", 3),
+    ("kind_accum", 3),
+    ("kind_default_dim", 3),
+)
+
+
+def _ground(files: Iterable[Path]) -> dict[str, list[clingo.Symbol]]:
+    messages: list[str] = []
+    ctl = clingo.Control(["--warn=none"], logger=lambda c, m: messages.append(m))
+    try:
+        for f in files:
+            ctl.load(str(f))
+        ctl.ground([("base", [])])
+    except RuntimeError:
+        raise RuleError("clingo cannot load the kind declarations:\n" + "\n".join(messages)) from None
+    out: dict[str, list[clingo.Symbol]] = {n: [] for n, _ in _SIGS}
+    for name, arity in _SIGS:
+        out[name] = [a.symbol for a in ctl.symbolic_atoms.by_signature(name, arity)]
+    return out
+
+
+class KindError(RuleError):
+    pass
+
+
+def _build(atoms, source_of) -> dict[str, Kind]:
+    """Kinds from grounded atoms; refuses malformed declarations naming file and kind."""
+
+    def args_of(name, k):
+        return [s.arguments for s in atoms[name] if str(s.arguments[0]) == k]
+
+    kinds: dict[str, Kind] = {}
+    names = sorted({str(s.arguments[0]) for s in atoms["kind"]})
+    for sig, _ in _SIGS[1:]:
+        for s in atoms[sig]:
+            k = str(s.arguments[0])
+            if k not in names and sig != "kind_accum":
+                raise KindError(f"{source_of(k)}: {sig}({k}, ...) declares something about {k}, which is not a kind/1")
+    accum = {str(a[0]): (str(a[1]), str(a[2])) for s in atoms["kind_accum"] for a in [s.arguments]}
+    for k in names:
+        kinds[k] = _kind(k, args_of, accum, source_of)
+    for ka, (base, init) in accum.items():
+        where = f"{source_of(ka)}: kind {ka}"
+        if base not in kinds:
+            raise KindError(f"{where}: kind_accum/3 accumulates {base!r}, which is not a kind")
+        if init not in kinds:
+            raise KindError(f"{where}: kind_accum/3 initialises with {init!r}, which is not a kind")
+        ik = kinds[init]
+        if len(kinds[ka].outputs) > 1:
+            raise KindError(f"{where}: an accumulating kind has one output (its init kind fills one operand)")
+        if ik.dims is not None or len(ik.params) != 1:
+            raise KindError(f"{where}: its init kind {init} must be kind_any_rank/1 with one operand")
+        for c in kinds[ka].combiners:
+            want = COMBINERS[c] if c else None
+            if ik.values[0] != ("const", want):
+                raise KindError(
+                    f"{where}: init kind {init} writes {expr_text(ik.values[0], ik.params)}, but combiner {c} "
+                    f"starts from {want}"
+                )
+    return kinds
+
+
+def _kind(k, args_of, accum, source_of) -> Kind:
+    """One kind from its declaration atoms (args_of(predicate, kind) -> argument lists)."""
+    where = f"{source_of(k)}: kind {k}"
+
+    def bad(msg, where=where) -> NoReturn:
+        raise KindError(f"{where}: {msg}")
+
+    dims_at = {a[1].number: str(a[2]) for a in args_of("kind_dim", k) if a[1].type == clingo.SymbolType.Number}
+    if len(dims_at) != len(args_of("kind_dim", k)):
+        bad("kind_dim/3 needs a dimension number and one name per number")
+    any_rank = bool(args_of("kind_any_rank", k))
+    if any_rank and dims_at:
+        bad("declares both kind_dim/3 and kind_any_rank/1")
+    if not any_rank and not dims_at:
+        bad("declares no dimensions (kind_dim/3) and is not kind_any_rank/1")
+    if dims_at and sorted(dims_at) != list(range(len(dims_at))):
+        bad(f"dimensions must be numbered 0..{len(dims_at) - 1}, got {sorted(dims_at)}")
+    dims = tuple(dims_at[i] for i in range(len(dims_at))) if not any_rank else None
+    if dims is not None and len(set(dims)) != len(dims):
+        bad(f"two dimensions share a name: {', '.join(dims)}")
+    ops_at: dict[int, str] = {}
+    for a in args_of("kind_operand", k):
+        if a[1].type != clingo.SymbolType.Number or a[1].number in ops_at:
+            bad("kind_operand/3 needs one name per operand number")
+        ops_at[a[1].number] = str(a[2])
+    if not ops_at or sorted(ops_at) != list(range(len(ops_at))):
+        bad(f"operands must be numbered 0..n-1 (kind_operand/3), got {sorted(ops_at)}")
+    params = tuple(ops_at[i] for i in range(len(ops_at)))
+    if len(set(params)) != len(params):
+        bad(f"two operands share a name: {', '.join(params)}")
+    for p in params:
+        if p in OPERATORS or p in CONSTANTS or p in (dims or ()):
+            bad(f"operand name {p!r} is also an operator, constant or dimension name")
+    index = {p: i for i, p in enumerate(params)}
+
+    def operand(sym, what):
+        n = str(sym)
+        if n not in index:
+            bad(f"{what} names operand {n!r}; the operands are {', '.join(params)}")
+        return index[n]
+
+    outputs = tuple(sorted({operand(a[1], "kind_output/2") for a in args_of("kind_output", k)}))
+    if not outputs:
+        bad("has no output (kind_output/2)")
+    accesses = None
+    if dims is not None:
+        acc: dict[int, tuple[Access, ...]] = {}
+        for a in args_of("kind_access", k):
+            i = operand(a[1], "kind_access/3")
+            if i in acc:
+                bad(f"operand {params[i]} has two kind_access/3 declarations")
+            acc[i] = _access(a[2], dims, params[i], bad)
+        missing = [params[i] for i in range(len(params)) if i not in acc]
+        if missing:
+            bad(f"operand {missing[0]} has no kind_access/3")
+        accesses = tuple(acc[i] for i in range(len(params)))
+        for o in outputs:
+            if any(x.single is None for x in accesses[o]):
+                bad(f"output {params[o]} must index each dimension by one spec dimension (no sums or offsets)")
+            if len({x.dims[0] for x in accesses[o]}) != len(accesses[o]):
+                bad(f"output {params[o]} repeats a dimension")
+        shapes = {accesses[o] for o in outputs}
+        if len(shapes) > 1:
+            bad(f"outputs {', '.join(params[o] for o in outputs)} have different shapes; outputs need one shape")
+    elif args_of("kind_access", k):
+        bad("a kind_any_rank/1 kind takes no kind_access/3 (every operand spans every dimension)")
+    values_at: dict[int, Expr] = {}
+    for a in args_of("kind_value", k):
+        o = operand(a[1], "kind_value/3")
+        if o not in outputs:
+            bad(f"kind_value/3 gives a value to {params[o]}, which is not an output")
+        if o in values_at:
+            bad(f"output {params[o]} has two kind_value/3 declarations")
+        values_at[o] = _expr(a[2], index, bad)
+        used = expr_operands(values_at[o]) & set(outputs)
+        if used:
+            bad(f"the value of {params[o]} reads output {params[min(used)]}; values read inputs only")
+    for o in outputs:
+        if o not in values_at:
+            bad(f"output {params[o]} has no kind_value/3")
+    comb_at: dict[int, str] = {}
+    for a in args_of("kind_combine", k):
+        o = operand(a[1], "kind_combine/3")
+        c = str(a[2])
+        if c not in COMBINERS:
+            bad(f"unknown combiner {c!r} (one of {', '.join(COMBINERS)})")
+        comb_at[o] = c
+    rank_probe = len(dims) if dims is not None else 1
+    probe = Kind(camel(k), k, dims, params, outputs, accesses, (), ())
+    red = probe.reduction(rank_probe)
+    if (red or k in accum) and any(o not in comb_at for o in outputs):
+        why = "has reduction dimensions" if red else "accumulates"
+        bad(f"{why} but output {params[outputs[0]]} has no kind_combine/3")
+    defaults = []
+    for a in args_of("kind_default_dim", k):
+        n = str(a[1])
+        if dims is None or n not in dims:
+            bad(f"kind_default_dim/3 names dimension {n!r}, which {k} does not have")
+        if a[2].type != clingo.SymbolType.Number or a[2].number < 1:
+            bad(f"kind_default_dim/3 gives {n} the size {a[2]}; sizes are positive integers")
+        defaults.append((list(dims or ()).index(n), a[2].number))
+    base, init = accum.get(k, (None, None))
+    return Kind(
+        camel(k),
+        k,
+        dims,
+        params,
+        outputs,
+        accesses,
+        tuple(values_at[o] for o in outputs),
+        tuple(comb_at.get(o) for o in outputs),
+        camel(base) if base else None,
+        camel(init) if init else None,
+        tuple(sorted(defaults)),
+        source_of(k),
+    )
+
+
+def _access(sym, dims, op, bad: Callable[[str], NoReturn]) -> tuple[Access, ...]:
+    items = sym.arguments if sym.type == clingo.SymbolType.Function and sym.name == "" else [sym]
+    out = []
+    for it in items:
+        terms = it.arguments if it.type == clingo.SymbolType.Function and it.name == "sum" else [it]
+        ds, off = [], 0
+        for t in terms:
+            if t.type == clingo.SymbolType.Number:
+                if t.number < 0:
+                    bad(f"operand {op}: offset {t.number} in {it} must be at least 0")
+                off += t.number
+            elif t.type == clingo.SymbolType.Function and not t.arguments and t.name in dims:
+                ds.append(dims.index(t.name))
+            else:
+                bad(f"operand {op}'s dimension {it} names {t}, which is not a spec dimension ({', '.join(dims)})")
+        if not ds:
+            bad(f"operand {op}'s dimension {it} names no spec dimension")
+        out.append(Access(tuple(ds), off))
+    return tuple(out)
+
+
+def _expr(sym, index, bad: Callable[[str], NoReturn]) -> Expr:
+    if sym.type == clingo.SymbolType.Number:
+        return ("const", sym.number)
+    if sym.type == clingo.SymbolType.Function:
+        if not sym.arguments:
+            if sym.name in index:
+                return ("op", index[sym.name])
+            if sym.name in CONSTANTS:
+                return ("const", sym.name)
+            bad(f"the semantics name {sym.name!r}, which is not an operand ({', '.join(index)}) or a constant")
+        n = OPERATORS.get(sym.name)
+        if n is None:
+            bad(f"unknown operator {sym.name!r} in {sym} (operators: {', '.join(OPERATORS)})")
+        if len(sym.arguments) != n:
+            bad(f"operator {sym.name} takes {n} argument(s), got {len(sym.arguments)} in {sym}")
+        return (sym.name, *(_expr(a, index, bad) for a in sym.arguments))
+    bad(f"cannot read {sym} as an expression")
+
+
+# --------------------------------------------------------------------- the registry
+_LOCK = threading.Lock()
+_KINDS: dict[str, Kind] = {}
+_LOADED: set[str] = set()
+
+
+@functools.cache
+def _builtin() -> dict[str, Kind]:
+    files = builtin_files()
+    atoms = _ground(files)
+    return _build(atoms, lambda k: _source(k, files))
+
+
+@functools.cache
+def _declared_in(f: Path) -> frozenset[str]:
+    """The kinds file `f` declares by itself (with declare.lp's derivations)."""
+    return frozenset(str(s.arguments[0]) for s in _ground((DECLARE, f))["kind"])
+
+
+def _source(k: str, files) -> str:
+    """The file that declares kind k, for messages."""
+    for f in files:
+        if f != DECLARE and k in _declared_in(Path(f)):
+            return str(f)
+    return str(files[-1]) if files else "?"
+
+
+def _ensure() -> None:
+    if not _KINDS:
+        with _LOCK:
+            if not _KINDS:
+                _KINDS.update({k.name: k for k in _builtin().values()})
+
+
+def load(files: Iterable[str | Path]) -> list[Kind]:
+    """Add the kinds that the logic files `files` declare (a user's --rules files); the
+    built-in ones are always there. Returns the new kinds. A file declaring a kind that
+    exists with another declaration is refused."""
+    _ensure()
+    new: list[Kind] = []
+    for f in files:
+        p = str(Path(f).resolve())
+        if p in _LOADED or Path(p) in builtin_files():
+            continue
+        files_ = (*builtin_files(), Path(p))
+        atoms = _ground(files_)
+        declared = _build(atoms, lambda k, p=p: p if k not in _builtin() else _source(k, builtin_files()))
+        with _LOCK:
+            for k in declared.values():
+                old = _KINDS.get(k.name)
+                if old is None:
+                    _KINDS[k.name] = k
+                    new.append(k)
+                elif _same(old, k):
+                    continue
+                else:
+                    raise KindError(f"{p}: kind {k.atom} is already declared differently in {old.source}")
+            _LOADED.add(p)
+    return new
+
+
+def _same(a: Kind, b: Kind) -> bool:
+    return (a.dims, a.params, a.outputs, a.accesses, a.values, a.combiners, a.accum_of, a.init_kind) == (
+        b.dims,
+        b.params,
+        b.outputs,
+        b.accesses,
+        b.values,
+        b.combiners,
+        b.accum_of,
+        b.init_kind,
+    )
+
+
+def all_kinds() -> dict[str, Kind]:
+    _ensure()
+    return dict(_KINDS)
 
 
 def kind(name: str) -> Kind:
+    _ensure()
     try:
-        return KINDS[name]
+        return _KINDS[name]
     except KeyError:
-        raise ValueError(f"unknown spec kind {name!r}; known: {', '.join(KINDS)}") from None
+        raise ValueError(f"unknown spec kind {name!r}; known: {', '.join(_KINDS)}") from None
+
+
+def accum_pairs() -> list[tuple[str, str]]:
+    """(accumulating kind, its base kind) for every pair."""
+    return [(k.name, k.accum_of) for k in all_kinds().values() if k.accum_of]

@@ -30,7 +30,8 @@ def node_from_expansion(spec: Spec, exp, children: list[Impl] | None = None) -> 
 def _engine(spec: Spec):
     from morello_asp.solver.engine import get_engine
 
-    return get_engine(spec.target)
+    # a kind a user's file declares is scheduled by rules that include its declaration
+    return get_engine(spec.target, spec.k.user_files())
 
 
 def _as_impl(p: Program) -> Impl:

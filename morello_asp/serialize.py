@@ -61,6 +61,10 @@ def from_json_with_rules(doc: dict) -> tuple[Impl, tuple[str, ...]]:
     try:
         target = get_target(doc.get("target") or DEFAULT_TARGET, tuple(doc.get("target_extra", ())))
         rules = tuple(str(rule_file(r)) for r in doc.get("rules", ()))
+        if rules:
+            from .kinds import load
+
+            load(rules)  # the program's kinds may be declared in its rule files
         return _load(doc["program"], target, root=True), rules
     except MorelloError:
         raise

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from .dtypes import Dtype
 from .errors import SpecError, SpecSyntaxError, SpecTypeError
-from .kinds import KINDS
+from .kinds import all_kinds
 from .kinds import kind as get_kind
 from .layout import Layout, LayoutError
 from .schedulable import Schedulable
@@ -138,7 +138,12 @@ class Spec(Schedulable):
 
     @property
     def output(self) -> int:
+        """The (first) output operand."""
         return self.k.output
+
+    @property
+    def outputs(self) -> tuple[int, ...]:
+        return self.k.outputs
 
     @property
     def volume(self) -> int:
@@ -355,12 +360,18 @@ class _Parser:
         return TensorSpec(dtype, level, layout, aligned, contig, vsize)
 
 
-def parse_spec(text: str, target: Target | str | None = None, buffers: bool = True) -> Spec:
+def parse_spec(text: str, target: Target | str | None = None, buffers: bool = True, rules=()) -> Spec:
     """Parse the paper's spec syntax, or the sugar `Kind(MxKxN, dtype)`.
 
     Sugar puts every tensor in GL, row-major, serial, with the target's full memory.
+    `rules`: logic files that may declare more kinds (encodings/kinds/declare.lp).
     """
     _check_text(text, "parse_spec")
+    if rules:
+        from .kinds import load
+        from .target import rule_file
+
+        load(rule_file(r) for r in rules)
     tgt = as_target(target)
     p = _Parser(text)
     full = p.maybe("(")
@@ -369,12 +380,15 @@ def parse_spec(text: str, target: Target | str | None = None, buffers: bool = Tr
         k = get_kind(kname)
     except ValueError:
         p.pos = 0
-        p.error(f"a spec kind (one of {', '.join(KINDS)})")
+        p.error(f"a spec kind (one of {', '.join(all_kinds())})")
     p.eat("(")
     shape = p.dims()
-    if kname.startswith("Matmul") and len(shape) == 3:
-        shape = (1, *shape)  # m x k x n sugar: batch of one
-    rank_for = k.operand_dims(len(shape))
+    if k.rank is not None and k.defaults and len(shape) == k.rank - len(k.defaults):
+        # sugar: leave out the dimensions the declaration gives defaults (Matmul's batch)
+        rest = iter(shape)
+        fixed = dict(k.defaults)
+        shape = tuple(fixed[d] if d in fixed else next(rest) for d in range(k.rank))
+    rank_for = k.access(len(shape))
     ops: list[TensorSpec] = []
     serial = True
     p.eat(",")

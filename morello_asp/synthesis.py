@@ -54,7 +54,7 @@ def synthesize(
     morello_asp.guides.GUIDES), the lowest-cost completion of that guide's hand-scheduled
     outer loops."""
     if isinstance(spec, str):
-        spec = parse_spec(spec, target)
+        spec = parse_spec(spec, target, rules=rules)
     elif target is not None and as_target(target) is not spec.target:
         spec = parse_spec(spec.text(), target)
     partial = None

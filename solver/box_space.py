@@ -66,7 +66,8 @@ class BoxSpace:
         self.kind = probe.k
         self.serial = probe.serial
         self.dtypes = [o.dtype for o in probe.operands]
-        self.op_dims = probe.k.operand_dims(k["rank"])
+        self.op_access = probe.k.access(k["rank"])
+        self.op_deps = probe.k.deps(k["rank"])
         self.vars: list[tuple[z3.ArithRef, int, int]] = []  # (var, lo, hi) of the axes that vary
         self._range: list = []
         i = 0
@@ -101,8 +102,17 @@ class BoxSpace:
         return v
 
     # ---- what the box holds -------------------------------------------------------
-    def operand_shape(self, op):
-        return [self.dims[d] for d in self.op_dims[op]]
+    def operand_shape(self, op, dims=None):
+        """Operand op's extents over spec dimensions `dims` (default: the box's); a sum of
+        dimensions has extent sum(size - 1) + 1 + offset."""
+        dims = self.dims if dims is None else dims
+        out = []
+        for a in self.op_access[op]:
+            if a.single is not None:
+                out.append(dims[a.single])
+            else:
+                out.append(sum(dims[d] for d in a.dims) - len(a.dims) + 1 + a.offset)
+        return out
 
     def operand_volume(self, op):
         return product_of(self.operand_shape(op))

@@ -21,7 +21,7 @@ def _spec(args):
     from morello_asp.spec import parse_spec
 
     check_logic_inputs(args)
-    return parse_spec(args.spec, args.target)
+    return parse_spec(args.spec, args.target, rules=args.rules)
 
 
 def _interrupted(search, args) -> int:

@@ -18,7 +18,7 @@ import clingo
 from morello_asp.errors import RuleError, ScheduleError
 from morello_asp.rewrites import Action, family, for_atom, split_term
 from morello_asp.spec import Spec
-from morello_asp.target import ENCODINGS, Target, as_target, rule_file
+from morello_asp.target import Target, as_target
 
 from . import clingo_run
 from .facts import (
@@ -57,12 +57,17 @@ SPLIT_MIN = 40  # classes per worker below which one in-process call is faster
 class Engine:
     def __init__(self, target: str | Target | None = None, rules: tuple[str | Path, ...] = ()):
         self.target = as_target(target)
-        self.files = [ENCODINGS / "synth.lp", *self.target.files, *(rule_file(r) for r in rules)]
+        from morello_asp import kinds
+
+        from .logic_files import engine_files
+
+        self.files = engine_files(self.target, rules)
         # A user's file that is not UTF-8, does not ground, or grounds for ever is reported
         # here (in a worker with a time limit), before this process grounds it.
         from .logic_files import check_logic_files
 
         check_logic_files(self.files)
+        kinds.load(self.files[len(self.files) - len(rules) :] if rules else ())  # the user's kinds, if any
         self._files = tuple(str(f) for f in self.files)
         self._cache: dict[Spec, list[Expansion]] = {}
         self._class_cache: dict[Spec, list[Expansion]] = {}

@@ -57,17 +57,21 @@ def spec_facts(sid: int, spec: Spec, target: Target, ids: LayoutIds) -> list[str
     f += [f"spec_dim({sid},{d},{n})." for d, n in enumerate(spec.shape)]
     if spec.serial:
         f.append(f"spec_serial({sid}).")
-    f.append(f"spec_output({sid},{spec.output}).")
+    f += [f"spec_output({sid},{o})." for o in spec.k.outputs]
     f += [f"spec_reduction({sid},{d})." for d in spec.k.reduction(len(spec.shape))]
-    for op, (ts, dims, shape) in enumerate(
-        zip(spec.operands, spec.k.operand_dims(len(spec.shape)), spec.operand_shapes)
-    ):
+    for op, (ts, access, shape) in enumerate(zip(spec.operands, spec.k.access(len(spec.shape)), spec.operand_shapes)):
         lay = ts.layout
         f.append(
             f"spec_operand({sid},{op},{ts.dtype.short},{ts.level.lower()},{int(ts.aligned)},{ts.contig},"
             f"{ts.vector_size or 0},{ids.id(lay)})."
         )
-        f += [f"spec_opdim({sid},{op},{j},{d})." for j, d in enumerate(dims)]
+        for j, (a, x) in enumerate(zip(access, shape)):
+            f.append(f"spec_opext({sid},{op},{j},{x}).")
+            if a.single is not None:
+                f.append(f"spec_opdim({sid},{op},{j},{a.single}).")
+            else:
+                f += [f"spec_opsum({sid},{op},{j},{d})." for d in a.dims]
+                f.append(f"spec_opoff({sid},{op},{j},{a.offset}).")
         f.append(f"spec_npdims({sid},{op},{lay.full_contiguity()}).")
         f.append(f"spec_opvol({sid},{op},{prod(shape)}).")
         f.append(f"spec_mcost({sid},{op},{move_cost(ts, shape, target)}).")

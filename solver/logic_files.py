@@ -91,7 +91,7 @@ def typo_warnings(user_file, user_text: str, other_texts: list[str]) -> list[str
     for t in other_texts:
         known.update(n for n, _, _ in _identifiers(t))
     mine = list(_identifiers(user_text))
-    defined = known | {n for n, fn, _ in mine if fn}
+    defined = known | {n for n, fn, _ in mine if fn} | _declared_names(user_text)
     out, said = [], set()
     for name, fn, line in mine:
         if fn or name in defined or name in said:
@@ -104,6 +104,15 @@ def typo_warnings(user_file, user_text: str, other_texts: list[str]) -> list[str
                 f"matches nothing; did you mean {close[0]}?"
             )
     return out
+
+
+_KIND_ATOM = re.compile(r"\bkind(?:_[a-z_]+)?\(([^.]*)\)")
+
+
+def _declared_names(text: str) -> set[str]:
+    """Names a file introduces in kind declarations (kinds, dimensions, operands): they
+    need not occur elsewhere (encodings/kinds/declare.lp)."""
+    return {n for m in _KIND_ATOM.finditer(_COMMENT.sub("", text)) for n, _, _ in _identifiers(m.group(1))}
 
 
 _INCLUDE = re.compile(r'#include\s+"([^"]+)"\s*\.')
@@ -129,9 +138,10 @@ def _with_includes(files) -> list[str]:
 
 def engine_files(target, rules) -> list[Path]:
     """The files an engine for `target` and `rules` loads (solver/engine.py, Engine)."""
+    from morello_asp.kinds import builtin_files
     from morello_asp.target import ENCODINGS, as_target, rule_file
 
-    return [ENCODINGS / "synth.lp", *as_target(target).files, *(rule_file(r) for r in rules)]
+    return [ENCODINGS / "synth.lp", *builtin_files(), *as_target(target).files, *(rule_file(r) for r in rules)]
 
 
 _CHECKED: set[tuple] = set()

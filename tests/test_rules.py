@@ -115,6 +115,7 @@ def test_a_catalog_layout_that_aliases_is_rejected_when_loaded(tmp_path):
 ZERO_VRF = """
 spec(0,zero). spec_rank(0,2). spec_dim(0,0,1). spec_dim(0,1,8). spec_serial(0). spec_output(0,0).
 spec_operand(0,0,f32,vrf,1,2,8,LID). spec_opdim(0,0,0,0). spec_opdim(0,0,1,1).
+spec_opext(0,0,0,1). spec_opext(0,0,1,8).
 spec_npdims(0,0,2). spec_opvol(0,0,8). spec_mcost(0,0,0).
 spec_pdim(0,0,0,1,dyn,1,8,1). spec_pdim(0,0,1,0,dyn,1,1,8).
 """
@@ -195,6 +196,7 @@ def _operand(s, op, level, dims, vs=0, lid=2, contig=None, dt="f32"):
         f"spec_mcost({s},{op},{mcost}).",
     ]
     f += [f"spec_opdim({s},{op},{j},{d})." for j, (d, _) in enumerate(dims)]
+    f += [f"spec_opext({s},{op},{j},{x})." for j, (_, x) in enumerate(dims)]
     stride = 1
     for p, j in enumerate(reversed(range(r))):
         f.append(f"spec_pdim({s},{op},{p},{j},dyn,1,{dims[j][1]},{stride}).")
@@ -281,7 +283,7 @@ def _solve_files(files, facts):
 @pytest.mark.parametrize("options", [(), ("l1_ways", "rows6")])
 def test_renamed_target_offers_the_same_rewrites_up_to_renaming(options):
     enc, renamed = _renamed_paths()
-    rules = [enc / "synth.lp", *(enc / "options" / f"{o}.lp" for o in options)]
+    rules = [enc / "synth.lp", *sorted((enc / "kinds").glob("*.lp")), *(enc / "options" / f"{o}.lp" for o in options)]
     facts = CATALOG + RENAMED_SPECS
     avx2 = _solve_files([*rules, enc / "targets" / "avx2.lp"], facts)
     other = _solve_files([*rules, renamed], [_rename(f) for f in facts])

@@ -171,7 +171,7 @@ class Move(Rewrite):
         v = v or 0
         lv = prover.target.level(level)
         shape = sp.operand_shape(op)
-        shape_key = tuple(tuple(sp.dim_values[d]) for d in sp.op_dims[op])
+        shape_key = (sp.op_access[op], tuple(tuple(sp.dim_values[d]) for d in sp.op_deps[op]))
         src = Layout.parse(sp.k["ops"][op][1], len(shape), validate=False)
         copies = lv.kind == "register" or layout != src
         obs = []

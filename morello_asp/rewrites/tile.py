@@ -161,6 +161,7 @@ class Tile(Rewrite):
             if oob
             else Obligation(what, "proved")
         )
+        out.append(self._operands_in_bounds(name, loop, steps, boxes))
         what = f"{name}: body and boundary specs have their regions' shapes"
         exp = [tuple(tile)] + [r[1] for r in regions]
         got = [loop.body.spec.shape] + [c.spec.shape for c in loop.boundaries]
@@ -180,6 +181,42 @@ class Tile(Rewrite):
         else:
             out.append(Obligation(what, "proved"))
         return out
+
+    @staticmethod
+    def _operands_in_bounds(name, loop, steps, boxes):
+        """Every tile's view of every operand lies inside the operand, with the kind's
+        affine maps: along a dimension indexed by a sum of spec dimensions the view starts
+        at the sum of the tile's origins and spans its child's extent (input tiles
+        overlap by the halo)."""
+        import z3
+
+        from morello_asp.solver.verify import Obligation, solve
+
+        spec = loop.spec
+        access = spec.k.access(len(spec.shape))
+        children = [loop.body, *loop.boundaries]
+        s = z3.Solver()
+        bad = []
+        labels = []
+        for (label, off, _ext, body_shape), child in zip(boxes, children):
+            if body_shape is not None:  # the main body: tile i at i * tile along each dimension
+                idx = [z3.Int(f"i{d}") for d in range(len(steps))]
+                s.add([z3.And(0 <= i, i < n) for i, n in zip(idx, steps)])
+                origin = [i * t for i, t in zip(idx, body_shape)]
+            else:
+                origin = [z3.IntVal(o) for o in off]
+            for op, (acc, full, part) in enumerate(zip(access, spec.operand_shapes, child.spec.operand_shapes)):
+                for j, a in enumerate(acc):
+                    start = z3.Sum([origin[d] for d in a.dims])
+                    bad.append(z3.Or(start < 0, start + part[j] > full[j]))
+                    labels.append((label, op, j))
+        s.add(z3.Or(bad))
+        r, m = solve(s)
+        what = f"{name}: every tile's operand views stay inside the operands"
+        if r == z3.sat:
+            label, op, j = next(lb for lb, c in zip(labels, bad) if z3.is_true(m.eval(c, model_completion=True)))
+            return Obligation(what, "refuted", f"{label}: operand {op}'s view leaves dimension {j}")
+        return Obligation(what, "proved" if r == z3.unsat else "unknown")
 
     def box_obligations(self, prover, head, seq, sp, a):
         import z3
@@ -293,9 +330,7 @@ class Tile(Rewrite):
         if not ops:
             return []
         labels = cache(
-            lambda: [
-                (r, op, product_of([r.child[d] for d in sp.op_dims[op]]), lv, v) for r in regions() for op, lv, v in ops
-            ]
+            lambda: [(r, op, product_of(sp.operand_shape(op, r.child)), lv, v) for r in regions() for op, lv, v in ops]
         )
         terms = cache(
             lambda: [
@@ -314,7 +349,7 @@ class Tile(Rewrite):
             which = "the body" if r.mask == 0 else f"boundary child {r.mask}"
             return f"in {which} operand {op} has {value(m, vol)} values, not whole vectors of {value(m, v)}"
 
-        axes = tuple((op, sp.axis_range(lv), sp.axis_range(v), tuple(sp.op_dims[op])) for op, lv, v in ops)
+        axes = tuple((op, sp.axis_range(lv), sp.axis_range(v), sp.op_access[op]) for op, lv, v in ops)
         return [
             prover.ob(
                 head,
@@ -337,7 +372,7 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
     from morello_asp.expr import Const, Expr, Var
 
     spec = node.spec
-    opdims = spec.k.operand_dims(len(spec.shape))
+    access = spec.k.access(len(spec.shape))
     names = spec.k.dim_names(len(spec.shape))
     looped = [d for d, s in enumerate(node.steps) if s > 1]
     unroll = node.unrolled(em.ct.target.register_levels)  # registers cannot be indexed by a counter
@@ -346,9 +381,10 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
         out = []
         for i, v in enumerate(views):
             origin = list(v.origin)
-            for j, d in enumerate(opdims[i]):
-                if d in shift:
-                    origin[j] = origin[j] + shift[d]
+            for j, a in enumerate(access[i]):  # a sum of spec dimensions moves by the sum of their shifts
+                for d in a.dims:
+                    if d in shift:
+                        origin[j] = origin[j] + shift[d]
             out.append(View(v.buf, tuple(origin), sub.operand_shapes[i], sub.operands[i]))
         return out
 
@@ -364,7 +400,7 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
         shifts: dict[int, Expr] = {}
         for d in looped:
             t, n = node.tile_shape[d], node.steps[d] * node.tile_shape[d]
-            p = None if node.parallel else _pack_split(d, t, n, views, opdims)
+            p = None if node.parallel else _pack_split(d, t, n, views, access)
             # A loop that crosses pack boundaries runs as two (outer by pack, inner
             # within): the layout's / and % then simplify away.
             bounds = [(n, p), (p, t)] if p else [(n, t)]
@@ -389,14 +425,14 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
         em.emit(b, body_views(at, b.spec))
 
 
-def _pack_split(d: int, t: int, n: int, views: list[View], opdims) -> int | None:
+def _pack_split(d: int, t: int, n: int, views: list[View], access) -> int | None:
     """A pack size P along loop dimension d of an operand in memory such that the loop
     (tiles of t over n) can run as n/P packs of P/t tiles, or None."""
     for i, v in enumerate(views):
         if v.buf.in_registers:
             continue
-        for j, dd in enumerate(opdims[i]):
-            for pd in v.buf.ts.layout.pdims if dd == d else ():
+        for j, a in enumerate(access[i]):
+            for pd in v.buf.ts.layout.pdims if a.single == d else ():
                 if pd.dim == j and pd.kind == "pack" and t < pd.size < n and pd.size % t == 0 and n % pd.size == 0:
                     return pd.size
     return None

@@ -109,12 +109,12 @@ class ToAccum(Rewrite):
 
 
 def _accum_pairs():
-    from morello_asp.kinds import KINDS
+    from morello_asp.kinds import accum_pairs
 
-    return [(k.name, k.accum_of) for k in KINDS.values() if k.accum_of]
+    return accum_pairs()
 
 
 def _init_of(accum: str) -> str | None:
-    from morello_asp.kinds import KINDS
+    from morello_asp.kinds import kind
 
-    return KINDS[accum].init_kind
+    return kind(accum).init_kind
