@@ -303,3 +303,14 @@ def test_user_kinds_run_on_neon_under_qemu(user_kinds, text):
     prog = imp.compile([user_kinds])
     err, tol = prog.check(seed=2)
     assert err <= tol
+
+
+def test_memo_boxes_of_an_affine_kind_prove(conv1, tmp_path):
+    """A memo table of a user kind with halos: every stored box proved by z3 (db verify)."""
+    db = tmp_path / "conv1.db"
+    cli = [sys.executable, "-m", "morello_asp.cli"]
+    r = subprocess.run([*cli, "synth", "Conv1d(8x4, f32)", "--rules", conv1, "--db", str(db), "--quiet"], text=True)
+    assert r.returncode == 0
+    r = subprocess.run([*cli, "db", "verify", str(db), "--rules", conv1], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert " 0 refuted, 0 unknown" in r.stdout and "boxes" in r.stdout, r.stdout
