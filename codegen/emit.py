@@ -48,9 +48,23 @@ class Buffer:
 @dataclass(frozen=True)
 class View:
     buf: Buffer
-    origin: tuple[Expr, ...]
-    shape: tuple[int, ...]
+    origin: tuple[Expr, ...]  # per dimension of the buffer
+    shape: tuple[int, ...]  # per dimension of the view
     ts: TensorSpec  # the tensor spec the current spec sees (level, alignment flags)
+    # Per buffer dimension, the view dimension that indexes it (None: fixed at the origin);
+    # None for a view with the buffer's dimensions in order (a reshaping rewrite such as
+    # spatial_split drops and permutes them).
+    axes: tuple[int | None, ...] | None = None
+
+    def position(self, coord) -> list[Expr]:
+        """The buffer coordinates of view coordinate `coord`."""
+        if self.axes is None:
+            return [o + lift(c) for o, c in zip(self.origin, coord)]
+        return [o if a is None else o + lift(coord[a]) for o, a in zip(self.origin, self.axes)]
+
+    def buffer_dim(self, j: int) -> int:
+        """The buffer dimension view dimension j indexes."""
+        return j if self.axes is None else self.axes.index(j)
 
 
 def param_names(spec: Spec) -> list[str]:
@@ -97,7 +111,7 @@ class Emitter:
         return self.ct.target.level(level).kind == "register"
 
     def offset(self, v: View, coord) -> Expr:
-        pos = [o + lift(c) for o, c in zip(v.origin, coord)]
+        pos = v.position(coord)
         return simplify(v.buf.ts.layout.buffer_expr(v.buf.shape, pos), self.env)
 
     def lvalue(self, v: View, coord) -> str:
@@ -144,7 +158,9 @@ class Emitter:
 
     def vector(self, v: View, j: int, vs: int) -> str:
         """The j-th vector of a view (in the view's layout order): register or pointer."""
-        coord = position_coord(v.buf.ts.layout, v.shape, j * vs)
+        # a reshaped view orders its values by its own layout (its dimensions are not the buffer's)
+        layout = v.buf.ts.layout if v.axes is None else v.ts.layout
+        coord = position_coord(layout, v.shape, j * vs)
         if not v.buf.in_registers:
             return self.pointer(v, coord)
         off = self.offset(v, coord)
@@ -214,7 +230,7 @@ class Emitter:
             grid = np.indices(v.shape).reshape(len(v.shape), -1)
             env: dict[str, Any] = {n: g for n, g in zip(names, grid)}
             env.update({n: r.lo for n, r in self.env.items()})
-            pos = [o + Var(n) for o, n in zip(v.origin, names)]
+            pos = v.position([Var(n) for n in names])
             off = np.asarray(v.buf.ts.layout.buffer_expr(v.buf.shape, pos).eval(env)).reshape(-1)
             if off.max() - off.min() + 1 != off.size:
                 raise CodegenError(

@@ -76,7 +76,50 @@ def blis(spec: Spec, kc: int | None = None, mc: int | None = None) -> Impl:
     return _map_accum_holes(imp, _tile_dim(1, MR))  # 6-row register blocks
 
 
-GUIDES: dict[str, Callable[[Spec], Impl]] = {"blis": blis}
+CHANNELS_LAST = ("[0, 2, 3, 1]", "[2, 3, 1, 0]", "[0, 2, 3, 1]")  # image NHWC, filters HWCF, output NHWC
+CONV_W, CONV_F = 6, 16  # output pixels x output channels per register block (12 ymm accumulators)
+
+
+def conv(spec: Spec) -> Impl:
+    """A channels-last f32 Conv of batch 1: `to_accum`, then loops over blocks of 16
+    output channels, output rows and 6 output pixels, and `spatial_split` on each block
+    (boundary blocks included). Left open: zeroing the output and, at each filter
+    position, a MatmulAccum(1 x 6 x c x 16) over views of the image, filters and output
+    (the register block, its loads and kernels, found by the synthesizer)."""
+    problems = []
+    if spec.kind != "Conv":
+        problems.append(f"a Conv spec (got {spec.kind})")
+    elif spec.shape[0] != 1:
+        problems.append(f"batch 1 (got {spec.shape[0]})")
+    for ts, want in zip(spec.operands, CHANNELS_LAST):
+        if str(ts.layout) != want.replace(" ", "").replace(",", ", "):
+            problems.append(f"channels-last layouts (image and output {CHANNELS_LAST[0]}, filters {CHANNELS_LAST[1]})")
+            break
+    if any(str(o.dtype) != "f32" for o in spec.operands):
+        problems.append("f32 operands (the register blocks are sized for 8-wide f32 vectors)")
+    if problems:
+        raise ScheduleError(f"guide 'conv' does not apply to {spec}: it needs " + "; ".join(dict.fromkeys(problems)))
+    imp = spec.to_accum()
+    for path, hole in imp.holes():  # the ConvAccum
+        if hole.spec.kind == "ConvAccum":
+            imp = imp.subschedule(path, _conv_blocks)
+    return imp
+
+
+def _conv_blocks(a: Impl) -> Impl:
+    """Blocks of 16 channels x 1 row x 6 pixels, split by filter position; a boundary
+    region (the pixels or channels 6 and 16 leave over, over all rows) is blocked again."""
+    _b, f, c, h, w, fh, fw = a.spec.shape
+    tile = [1, min(f, CONV_F), c, 1, min(w, CONV_W), fh, fw]
+    if tile == list(a.spec.shape):
+        return a.spatial_split()
+    imp = a.tile(tile)
+    for path, _hole in imp.holes():
+        imp = imp.subschedule(path, _conv_blocks)
+    return imp
+
+
+GUIDES: dict[str, Callable[[Spec], Impl]] = {"blis": blis, "conv": conv}
 
 
 def guided(spec: Spec, name: str) -> Impl:

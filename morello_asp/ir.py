@@ -163,6 +163,28 @@ class Loop(Impl):
 
 
 @dataclass(frozen=True, eq=False)
+class FilterLoop(Impl):
+    """A convolution's loop over its filter positions (fh, fw), running `body` (a
+    MatmulAccum over views of the operands) at each: the spatial_split rewrite."""
+
+    spec: Spec
+    body: Impl
+
+    @property
+    def children(self):
+        return (self.body,)
+
+    def with_children(self, children) -> Impl:
+        return FilterLoop(self.spec, children[0])
+
+    @property
+    def positions(self) -> tuple[int, int]:
+        """(fh, fw): the filter's extents, found by dimension name."""
+        names = self.spec.k.dim_names(len(self.spec.shape))
+        return self.spec.shape[names.index("fh")], self.spec.shape[names.index("fw")]
+
+
+@dataclass(frozen=True, eq=False)
 class Block(Impl):
     """Children run in order on the same operands (e.g. Zero then MatmulAccum)."""
 

@@ -52,6 +52,16 @@ class Schedulable:
 
         return schedule.to_accum(self._program())
 
+    def spatial_split(self) -> Impl:
+        """ConvAccum of one channels-last image row -> loop over the filter positions
+        (fh, fw), each a MatmulAccum(1 x w x c x f) over views of the operands.
+
+        ConvAccum(1x16x8x1x4x3x3).spatial_split()  ->  for fh, fw: MatmulAccum(1x4x8x16)
+        """
+        from . import schedule
+
+        return schedule.spatial_split(self._program())
+
     def move_param(
         self, operand: int, level: str, layout: str | Layout = "row_major", vector_size: int | None = None
     ) -> Impl:

@@ -105,6 +105,11 @@ def to_accum(p: Program) -> Impl:
     return apply(p, rewrites.to_accum.action())
 
 
+def spatial_split(p: Program) -> Impl:
+    """A convolution row's loop over filter positions; see Schedulable.spatial_split."""
+    return apply(p, rewrites.spatial_split.action())
+
+
 def move_param(
     p: Program, operand: int, level: str, layout: str | Layout = "row_major", vector_size: int | None = None
 ) -> Impl:

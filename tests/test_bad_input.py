@@ -53,7 +53,7 @@ SPECS = [
     ("Matmul(65536x65536x4, f32)", "bytes"),  # each operand past 2 GiB
     ("Matmul(0x4x4, f32)", "at least 1"),
     ("Matmul(4x4x4, f33)", "a dtype (one of"),
-    ("Conv(4x4x4, f32)", "a spec kind (one of"),
+    ("Convolve(4x4x4, f32)", "a spec kind (one of"),
     ("", "expected a spec kind"),
     ("Matmul(4x4x4, f32", "')'"),
     ("Matmul(4x4x4, f32) extra", "end of spec"),

@@ -148,7 +148,7 @@ def test_cli_bad_inputs_are_one_line_errors_and_create_nothing(tmp_path, capsys)
     cases = [
         (["run", str(tmp_path / "missing.json")], "no program file"),
         (["synth", "Matmul(4x4x4, f33)", "--quiet"], "a dtype (one of"),
-        (["synth", "Conv(4x4x4, f32)", "--quiet"], "a spec kind (one of"),
+        (["synth", "Convolve(4x4x4, f32)", "--quiet"], "a spec kind (one of"),
         (["query", "Matmul(4x4x4, f32)", "--db", str(tmp_path / "none.db")], "no memo table at"),
         (["synth", "Matmul(4x4x4, f32)", "--rules", str(tmp_path / "none.lp"), "--quiet"], "rule file not found"),
     ]

@@ -11,6 +11,7 @@ derives `tile1(D, T, P)` (one dimension D cut to T, parallel P); a user's reques
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -367,7 +368,6 @@ class Tile(Rewrite):
 def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
     """A C loop nest over the tiles (unrolled when it steps through registers, which a
     counter cannot index), then each boundary body once at its region."""
-    from morello_asp.codegen.emit import View
     from morello_asp.codegen.simplify import VarRange
     from morello_asp.expr import Const, Expr, Var
 
@@ -384,8 +384,8 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
             for j, a in enumerate(access[i]):  # a sum of spec dimensions moves by the sum of their shifts
                 for d in a.dims:
                     if d in shift:
-                        origin[j] = origin[j] + shift[d]
-            out.append(View(v.buf, tuple(origin), sub.operand_shapes[i], sub.operands[i]))
+                        origin[v.buffer_dim(j)] = origin[v.buffer_dim(j)] + shift[d]
+            out.append(replace(v, origin=tuple(origin), shape=sub.operand_shapes[i], ts=sub.operands[i]))
         return out
 
     if unroll:
@@ -433,6 +433,12 @@ def _pack_split(d: int, t: int, n: int, views: list[View], access) -> int | None
             continue
         for j, a in enumerate(access[i]):
             for pd in v.buf.ts.layout.pdims if a.single == d else ():
-                if pd.dim == j and pd.kind == "pack" and t < pd.size < n and pd.size % t == 0 and n % pd.size == 0:
+                if (
+                    pd.dim == v.buffer_dim(j)
+                    and pd.kind == "pack"
+                    and t < pd.size < n
+                    and pd.size % t == 0
+                    and n % pd.size == 0
+                ):
                     return pd.size
     return None

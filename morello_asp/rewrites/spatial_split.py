@@ -1,0 +1,186 @@
+"""spatial_split: a channels-last ConvAccum of one image row loops over its filter
+positions, leaving a MatmulAccum over views (logic file: encodings/rules/spatial_split.lp).
+IR node: FilterLoop.
+
+    ConvAccum(1xFxCx1xWxFHxFW, img, filters, out)
+      --spatial_split()--> for fh, fw: MatmulAccum(1xWxCxF, img[w + fw, c], filters[c, f], out[w, f])
+
+No action args. The body's views drop and reorder the convolution's dimensions
+(codegen/emit.py View.axes): the image view's rows are the pixels w + fw at row fh, the
+filters view is the (c, f) plane at (fh, fw), the output view is the row's (w, f) plane.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from morello_asp.ir import FilterLoop
+
+from .action import Action
+from .base import Rewrite
+
+# The body's operand dimensions, as the convolution operand's dimensions (kinds/conv.lp:
+# image (b, c, h, w), filters (f, c, fh, fw), output (b, f, h, w)) that index them, and
+# the dimensions the filter position moves (image h, w; filters fh, fw).
+_BODY_DIMS = {0: (0, 3, 1), 1: (None, 1, 0), 2: (0, 3, 1)}
+_MOVED = {0: (2, 3), 1: (2, 3), 2: ()}
+
+
+def action() -> Action:
+    return Action("spatial_split")
+
+
+def _dims(spec) -> dict[str, int]:
+    return dict(zip(spec.k.dim_names(len(spec.shape)), spec.shape))
+
+
+def body_shape(spec) -> tuple[int, int, int, int]:
+    """The MatmulAccum the split leaves: 1 x w x c x f."""
+    d = _dims(spec)
+    return (1, d["w"], d["c"], d["f"])
+
+
+class SpatialSplit(Rewrite):
+    name = "spatial_split"
+    atoms = ("spatial_split",)
+    node = FilterLoop
+    node_tag = "filter_loop"  # the node in program JSON
+
+    def decode(self, spec, functor, args, ctx, requested):
+        return Action("spatial_split")
+
+    def request(self, spec, action, ctx):
+        return "spatial_split", []
+
+    def text(self, action):
+        return "spatial_split()"
+
+    def args_to_json(self, action) -> dict[str, Any]:
+        return {}
+
+    def args_from_json(self, obj, ranks):
+        return Action("spatial_split")
+
+    def build(self, spec, exp, kids):
+        return FilterLoop(spec, kids[0])
+
+    def action_of(self, node):
+        return Action("spatial_split")
+
+    def cost(self, node, child_costs, target):
+        fh, fw = node.positions
+        return fh * fw * (child_costs[0] + target.loop_per_iter)
+
+    def list_node(self, node, args, depth, out):
+        from morello_asp.printer import tensor_text
+
+        body = node.body.spec
+        names = [out.fresh("s" + a.rstrip("0123456789")) for a in args]
+        binds = ", ".join(
+            f"{t}: {tensor_text(ts, shp)} ← {a}"
+            for t, ts, shp, a in zip(names, body.operands, body.operand_shapes, args)
+        )
+        fh, fw = node.positions
+        out.line(depth, f"spatial_split {fh}×{fw} ({binds}):", node)
+        out.node(node.body, names, depth + 1)
+
+    def emit_c(self, node, views, em):
+        """for fh, for fw: the body on views that drop and reorder the operands' dimensions."""
+        from morello_asp.codegen.simplify import VarRange
+        from morello_asp.expr import Const, Expr, Var
+
+        fh, fw = node.positions
+        shift: list[Expr] = []
+        opened = []
+        for name, n in (("fh", fh), ("fw", fw)):
+            if n == 1:
+                shift.append(Const(0))
+                continue
+            v = em.fresh_index(name)
+            em.out(f"for (int {v} = 0; {v} < {n}; {v}++) {{")
+            em.env[v] = VarRange(0, n - 1, 1)
+            em.depth += 1
+            opened.append(v)
+            shift.append(Var(v))
+        body = node.body.spec
+        kids = []
+        for op, v in enumerate(views):
+            origin = list(v.origin)
+            for dim, s in zip(_MOVED[op], shift):
+                origin[v.buffer_dim(dim)] = origin[v.buffer_dim(dim)] + s
+            axes: list[int | None] = [None] * len(v.origin)
+            for i, dim in enumerate(_BODY_DIMS[op]):
+                if dim is not None:
+                    axes[v.buffer_dim(dim)] = i
+            kids.append(
+                replace(v, origin=tuple(origin), shape=body.operand_shapes[op], ts=body.operands[op], axes=tuple(axes))
+            )
+        em.emit(node.body, kids)
+        for v in reversed(opened):
+            em.depth -= 1
+            em.out("}")
+            del em.env[v]
+
+    def node_to_json(self, node, rec):
+        return {"node": "filter_loop", "body": rec(node.body)}
+
+    def node_from_json(self, d, spec, rec):
+        return FilterLoop(spec, rec(d["body"]))
+
+    # ---- proofs ---------------------------------------------------------------------
+    def program_obligations(self, node, ctx):
+        """The body is the MatmulAccum the split promises, and at every filter position
+        each of its views lies inside the convolution's operand."""
+        import z3
+
+        from morello_asp.solver.verify import Obligation, solve
+
+        spec, body = node.spec, node.body.spec
+        name = f"spatial_split of {spec.short()}"
+        d = _dims(spec)
+        out = []
+        what = f"{name}: the body is MatmulAccum {'x'.join(map(str, body_shape(spec)))} on the operands' dtypes"
+        want = ("MatmulAccum", body_shape(spec), tuple(t.dtype for t in spec.operands))
+        got = (body.kind, body.shape, tuple(t.dtype for t in body.operands))
+        if d["b"] != 1 or d["h"] != 1:
+            out.append(Obligation(what, "refuted", f"b = {d['b']} and h = {d['h']}; the split needs both 1"))
+        elif got != want:
+            out.append(Obligation(what, "refuted", f"expected {want}, program has {got}"))
+        else:
+            out.append(Obligation(what, "proved"))
+        fh, fw = z3.Ints("fh fw")
+        s = z3.Solver()
+        s.add(0 <= fh, fh < d["fh"], 0 <= fw, fw < d["fw"])
+        img, filt, outp = spec.operand_shapes
+        # image rows fh, columns fw .. fw + w - 1; filters at (fh, fw); the output row 0
+        s.add(z3.Or(fh + 1 > img[2], fw + d["w"] > img[3], fh + 1 > filt[2], fw + 1 > filt[3], outp[2] < 1))
+        r, m = solve(s)
+        what = f"{name}: every filter position's views stay inside the operands"
+        if r == z3.sat:
+            out.append(Obligation(what, "refuted", f"at fh = {m.eval(fh)}, fw = {m.eval(fw)}"))
+        else:
+            out.append(Obligation(what, "proved" if r == z3.unsat else "unknown"))
+        return out
+
+    def box_obligations(self, prover, head, seq, sp, a):
+        """On every spec of the box, b and h are 1 (the body's shape then follows from
+        the rules' children, checked on every spec class of the box)."""
+        import z3
+
+        from morello_asp.solver.box_space import as_bool
+        from morello_asp.solver.verify_boxes import value
+
+        names = sp.kind.dim_names(len(sp.dims))
+        b, h = sp.dims[names.index("b")], sp.dims[names.index("h")]
+        neg = z3.Or(as_bool(b != 1), as_bool(h != 1))
+        return [
+            prover.ob(
+                head,
+                seq,
+                sp,
+                "spatial_split sees one image row (b = h = 1)",
+                neg,
+                lambda m: f"b = {value(m, b)}, h = {value(m, h)}",
+            )
+        ]
