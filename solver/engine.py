@@ -89,11 +89,11 @@ class Engine:
             ctl.ground([("base", [])])
         except RuntimeError:
             raise RuleError("clingo cannot load the logic files:\n" + "\n".join(messages)) from None
-        from .verify import prove_catalog_layout
-
         # Row-major layouts first (ids 0-7 for ranks 1-8): a rewrite that reshapes views
         # (spatial_split) names its children's, and the ids stay put when the catalog grows.
         from morello_asp.layout import Layout
+
+        from .verify import prove_catalog_layout
 
         facts = [f"layout_row_major({r},{self.ids.id(Layout.row_major(r))})." for r in range(1, 9)]
         for a in ctl.symbolic_atoms.by_signature("layout_cand", 3):
