@@ -83,10 +83,16 @@ class Program:
         shape = spec.operand_shapes[i]
         dt = spec.operands[i].dtype
         a = np.asarray(a)
+        if a.dtype != dt.np_dtype and a.dtype == dt.raw_dtype:
+            a = a.view(dt.np_dtype)  # bf16 as its raw 16-bit words (uint16)
         if a.dtype != dt.np_dtype:
+            hint = (
+                ".astype(ml_dtypes.bfloat16), or its raw bits as uint16"
+                if dt.raw_dtype != dt.np_dtype
+                else f".astype(np.{dt.np_dtype})"
+            )
             raise CodegenError(
-                f"{what} ({self.names[i]}) has dtype {a.dtype}; {spec.short()} needs {dt.np_dtype} (use "
-                f".astype(np.{dt.np_dtype}))"
+                f"{what} ({self.names[i]}) has dtype {a.dtype}; {spec.short()} needs {dt.np_dtype} (use {hint})"
             )
         if a.shape != shape:
             if len(shape) >= 1 and shape[0] == 1 and a.shape == shape[1:]:
@@ -110,7 +116,11 @@ class Program:
     def _ptrs(self, bufs):
         ffi = self.module.ffi
         return [
-            ffi.from_buffer(f"{self.spec.operands[i].dtype.c_type}[]", b, require_writable=(i in self.spec.outputs))
+            ffi.from_buffer(
+                f"{self.spec.operands[i].dtype.c_type}[]",
+                b.view(self.spec.operands[i].dtype.raw_dtype),
+                require_writable=(i in self.spec.outputs),
+            )
             for i, b in enumerate(bufs)
         ]
 

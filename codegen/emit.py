@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from morello_asp.dtypes import Dtype
 from morello_asp.expr import Add, Const, Expr, Mul, Var, lift
 from morello_asp.ir import Impl, KernelApp, SpecHole
 from morello_asp.naming import snake
@@ -306,6 +307,7 @@ def _order(layout, shape):
 
 # -------------------------------------------------------------------- templates
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_DTYPE_NAMES = frozenset(d.short for d in Dtype)
 _TAGGED = re.compile(r"^@([^:]*):\s?(.*)$")
 
 
@@ -319,7 +321,9 @@ class KernelContext:
         vss = [v.ts.vector_size for v in views if v.ts.vector_size]
         self.vs = vss[0] if vss else None
         vec_ops = [v for v in views if v.ts.vector_size]
-        self.nvec = max((prod(v.shape) // self.vs for v in vec_ops), default=0) if self.vs else 0
+        # Vectors are counted in each register operand's own vector size (a u8 x i8 -> i16
+        # kernel holds 32 bytes of i8 against 16 i16 lanes); memory operands step by `vs`.
+        self.nvec = max((prod(v.shape) // (v.ts.vector_size or 1) for v in vec_ops), default=0) if self.vs else 0
         if not self.vs:  # a vector move: vectors follow the register side
             self.nvec = 0
         self.dtype = spec.operands[spec.output].dtype
@@ -344,6 +348,8 @@ class KernelContext:
         if want in ("aligned", "unaligned"):
             nbytes = (self.vs or 1) * self.dtype.nbytes if self.vs else 64
             return self.em.aligned(v, nbytes) == (want == "aligned")
+        if want in _DTYPE_NAMES:  # X=f32, X=bf16, ...: the operand's dtype (mixed-precision kernels)
+            return v.ts.dtype.short == want
         return v.ts.level.lower() == want.lower()
 
     def value(self, key: str, j: int | None) -> str:
@@ -386,7 +392,7 @@ class KernelContext:
         if what == "v":
             if j is None or not self.vs:
                 self.fail(f"{{{key}}} outside an @each line or without a vector operand")
-            return em.vector(v, j, self.vs)
+            return em.vector(v, j, v.ts.vector_size or self.vs)
         self.fail(f"unknown placeholder {{{key}}}")
 
 

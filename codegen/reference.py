@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from math import prod
 
+import ml_dtypes
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -53,7 +54,11 @@ _CHUNK = 1 << 24  # values of the point grid evaluated at once
 
 def _compute_dtype(out_dtype: np.dtype) -> np.dtype:
     """What the C does its arithmetic in: the output's float type, or wide integers
-    (C promotes small integers; wrapping happens on the store)."""
+    (C promotes small integers; wrapping happens on the store). Inputs are converted to
+    it exactly, as the programs' casting moves do (issue 17: casts only widen); a bf16
+    output is computed in f32 and rounded on the store."""
+    if np.dtype(out_dtype) == np.dtype(ml_dtypes.bfloat16):
+        return np.dtype(np.float32)
     return np.dtype(out_dtype) if np.issubdtype(out_dtype, np.floating) else np.dtype(np.int64)
 
 

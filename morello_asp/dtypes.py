@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 
+import ml_dtypes
 import numpy as np
 
 
@@ -15,14 +16,14 @@ class Dtype(Enum):
     U32 = ("u32", 4, "uint32_t", "uint32")
     I32 = ("i32", 4, "int32_t", "int32")
     F32 = ("f32", 4, "float", "float32")
-    # bf16 is stored as raw 16-bit words; numpy has no bf16, so arrays carry uint16.
-    BF16 = ("bf16", 2, "uint16_t", "uint16")
+    # bf16: numpy arrays of ml_dtypes.bfloat16; C sees the raw 16-bit words (uint16_t).
+    BF16 = ("bf16", 2, "uint16_t", "bfloat16")
 
     def __init__(self, short: str, nbytes: int, c_type: str, np_name: str):
         self.short = short
         self.nbytes = nbytes
         self.c_type = c_type
-        self.np_dtype = np.dtype(np_name)
+        self.np_dtype = np.dtype(ml_dtypes.bfloat16) if np_name == "bfloat16" else np.dtype(np_name)
 
     def __str__(self) -> str:
         return self.short
@@ -30,6 +31,16 @@ class Dtype(Enum):
     @property
     def is_float(self) -> bool:
         return self in (Dtype.F32, Dtype.BF16)
+
+    @property
+    def is_signed(self) -> bool:
+        return not self.short.startswith("u")
+
+    @property
+    def raw_dtype(self) -> np.dtype:
+        """The numpy dtype of the C buffer's words: the same as np_dtype except for bf16,
+        whose words are uint16 (the raw bits a caller may also pass)."""
+        return np.dtype(np.uint16) if self is Dtype.BF16 else self.np_dtype
 
     @classmethod
     def choices(cls) -> str:

@@ -35,8 +35,13 @@ class PhysDim:
 
 
 def odd_even(s: int, x: Expr) -> Expr:
-    """sigma(s, x) = 2*(x mod s/2) + floor(2x/s): even lanes first, then odd (paper 2.4.2)."""
-    return lift(2) * mod(x, s // 2) + floordiv(lift(2) * x, s)
+    """Offset of value x (0 <= x < s) in an odd-even strip of s: the even values first,
+    then the odd ones, floor(x/2) + (s/2)*(x mod 2), as Morello's code (layout.rs) has it.
+    The paper (2.4.2) prints the inverse permutation, sigma(s, x) = 2*(x mod s/2) +
+    floor(2x/s). With this order, a vector of 2v bf16 words read as v 32-bit lanes gives
+    the even values by a 16-bit shift and the odd ones by a mask, lane for lane against
+    an f32 strip in this layout (the interleaved bf16 dot product, avx2)."""
+    return floordiv(x, 2) + lift(s // 2) * mod(x, 2)
 
 
 @dataclass(frozen=True)

@@ -63,16 +63,24 @@ class Schedulable:
         return schedule.spatial_split(self._program())
 
     def move_param(
-        self, operand: int, level: str, layout: str | Layout = "row_major", vector_size: int | None = None
+        self,
+        operand: int,
+        level: str,
+        layout: str | Layout = "row_major",
+        vector_size: int | None = None,
+        dtype: str | None = None,
     ) -> Impl:
         """Spec(.., t, ..) -> alloc t' at `level` in `layout`: [load t -> t'] Spec(.., t', ..)
         [store t' -> t] (loads for inputs, stores for outputs, none for a cache move).
+        With `dtype`, t' holds that dtype: a casting move of an input, which must widen
+        exactly (bf16 -> f32, i8/u8 -> i16/i32); the load converts.
 
             Matmul(1x4x4x4, GL, GL, GL).move_param(1, "L1")  ->  alloc l: ... Matmul(.., L1, ..)   (avx2)
+            Matmul(bf16, bf16, f32).move_param(0, "L1", dtype="f32")  ->  alloc l: (f32, L1) ...
         """
         from . import schedule
 
-        return schedule.move_param(self._program(), operand, level, layout, vector_size)
+        return schedule.move_param(self._program(), operand, level, layout, vector_size, dtype)
 
     def select(self, kernel: str) -> Impl:
         """Spec -> the target microkernel `kernel` (e.g. BroadcastVecMultAdd), if the

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from . import rewrites
+from .dtypes import Dtype
 from .errors import LegalityError, ScheduleError
 from .ir import Impl, SpecHole
 from .layout import Layout
@@ -111,13 +112,27 @@ def spatial_split(p: Program) -> Impl:
 
 
 def move_param(
-    p: Program, operand: int, level: str, layout: str | Layout = "row_major", vector_size: int | None = None
+    p: Program,
+    operand: int,
+    level: str,
+    layout: str | Layout = "row_major",
+    vector_size: int | None = None,
+    dtype: str | Dtype | None = None,
 ) -> Impl:
     """A new buffer for one operand; see Schedulable.move_param. A packed layout must be
-    a bijection onto its buffer, which z3 proves before the rules are asked."""
+    a bijection onto its buffer, which z3 proves before the rules are asked. `dtype`
+    (a name such as "f32") makes it a casting move; the rules say which casts apply."""
     leaf = leaf_spec(p)
     if not 0 <= operand < len(leaf.operands):
         raise ScheduleError(f"{leaf.short()} has no operand {operand}")
+    dt: Dtype | None = None
+    if dtype is not None:
+        try:
+            dt = dtype if isinstance(dtype, Dtype) else Dtype.parse(str(dtype))
+        except ValueError as e:
+            raise ScheduleError(f"move_param dtype: {e}") from None
+        if dt == leaf.operands[operand].dtype:
+            dt = None  # the operand's own dtype: a plain move
     if isinstance(layout, str):
         try:
             layout = Layout.parse(layout, len(leaf.operand_shapes[operand]))
@@ -129,7 +144,7 @@ def move_param(
         ob = prove_layout(layout, leaf.operand_shapes[operand])
         if ob.status == "refuted":
             raise LegalityError(f"operand {operand} of {leaf.short()}: {ob.what}: refuted: {ob.detail}")
-    return apply(p, rewrites.move.action(operand, level, layout, vector_size))
+    return apply(p, rewrites.move.action(operand, level, layout, vector_size, dt))
 
 
 def select(p: Program, kernel: str) -> Impl:

@@ -18,6 +18,7 @@ from math import prod
 import z3
 
 from morello_asp.cost import alloc_units, compute_cost
+from morello_asp.dtypes import Dtype
 from morello_asp.expr import Add, Const, Expr, FloorDiv, Mod, Mul, Var
 from morello_asp.ir import Alloc, Impl, KernelApp, SpecHole
 from morello_asp.layout import Layout
@@ -117,6 +118,48 @@ def prove_layout(layout: Layout, shape: tuple[int, ...]) -> Obligation:
         return Obligation(what, "unknown", s.reason_unknown())
     if size != vol:
         return Obligation(what, "refuted", f"the buffer has {size} slots for {vol} values (padding)")
+    return Obligation(what, "proved")
+
+
+@functools.cache
+def prove_cast(old: Dtype, new: Dtype) -> Obligation:
+    """A casting move is exact: every value of `old` is a value of `new`, and the cast
+    the C does gives it. Integers: sign- or zero-extension (by `old`'s signedness) read
+    in `new`'s signedness is the same number. bf16 -> f32: the f32 whose upper half is
+    the bf16's bits (what the kernels do: a 16-bit shift) is the exact conversion, and
+    converting back gives the bf16 (NaNs aside: they stay NaNs)."""
+    what = f"the cast {old} -> {new} is exact"
+    s = z3.Solver()
+    s.set("timeout", 20000)
+    if old.is_float or new.is_float:
+        if (old.short, new.short) != ("bf16", "f32"):
+            return Obligation(what, "refuted", f"no exact conversion from {old} to {new} is known")
+        b = z3.BitVec("b", 16)
+        bf16 = z3.FPSort(8, 8)
+        x = z3.fpBVToFP(b, bf16)
+        y = z3.fpBVToFP(z3.Concat(b, z3.BitVecVal(0, 16)), z3.Float32())
+        rne = z3.RNE()
+        ok = z3.Or(
+            z3.And(z3.fpIsNaN(x), z3.fpIsNaN(y)),
+            z3.And(y == z3.fpToFP(rne, x, z3.Float32()), z3.fpToFP(rne, y, bf16) == x),
+        )
+        s.add(z3.Not(ok))
+        r, m = solve(s)
+        if r == z3.sat:
+            return Obligation(what, "refuted", f"bf16 bits {m.eval(b).as_long():#06x} change value")
+    else:
+        n, k = old.nbytes * 8, new.nbytes * 8
+        if k < n:
+            return Obligation(what, "refuted", f"{new} has {k} bits, {old} has {n}")
+        x = z3.BitVec("x", n)
+        ext = z3.SignExt(k - n, x) if old.is_signed else z3.ZeroExt(k - n, x)
+        s.add(z3.BV2Int(ext, is_signed=new.is_signed) != z3.BV2Int(x, is_signed=old.is_signed))
+        r, m = solve(s)
+        if r == z3.sat:
+            v = m.eval(z3.BV2Int(x, is_signed=old.is_signed)).as_long()
+            return Obligation(what, "refuted", f"{old} value {v} is not a {new} value")
+    if r == z3.unknown:
+        return Obligation(what, "unknown", s.reason_unknown())
     return Obligation(what, "proved")
 
 

@@ -108,7 +108,7 @@ def sym_layout(layout: Layout, shape, coords):
             x = mod(x, ext)
         elif p.kind == "oe":  # odd_even(s, x mod s), morello_asp/layout.py
             y = mod(x, ext)
-            x = 2 * mod(y, ext // 2) + div(2 * y, ext)
+            x = div(y, 2) + (ext // 2) * mod(y, 2)
         total = total + alpha * x
         alpha = alpha * ext
         covered[p.dim] = v * ext

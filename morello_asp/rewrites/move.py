@@ -1,18 +1,21 @@
-"""move_param: give one operand a new buffer at another level, layout (or vector size).
-Logic file: encodings/rules/move.lp. IR node: Alloc.
+"""move_param: give one operand a new buffer at another level, layout, vector size or
+dtype. Logic file: encodings/rules/move.lp. IR node: Alloc.
 
-    Spec(.., t, ..) --move_param(i, level, layout, v)-->
+    Spec(.., t, ..) --move_param(i, level, layout, v[, dtype])-->
         alloc t' at level: [load t -> t'] Spec(.., t', ..) [store t' -> t]
 
-Action args: (operand index, level name as in spec text, Layout, vector size or 0).
-Children are keyed 0 load, 1 body, 2 store; a cache move that keeps the layout has the
-body only (the hardware does the copy).
+Action args: (operand index, level name as in spec text, Layout, vector size or 0),
+and a fifth, the new Dtype, for a casting move (term move/5 in the logic files; the
+load converts, e.g. bf16 -> f32; only inputs are cast and only to a wider dtype).
+Children are keyed 0 load, 1 body, 2 store; a cache move that keeps the layout and
+dtype has the body only (the hardware does the copy).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from morello_asp.dtypes import Dtype
 from morello_asp.errors import ScheduleError
 from morello_asp.ir import Alloc
 
@@ -20,8 +23,15 @@ from .action import Action
 from .base import Rewrite
 
 
-def action(operand: int, level: str, layout, vector_size: int | None = None) -> Action:
-    return Action("move", (int(operand), level.upper(), layout, vector_size or 0))
+def action(operand: int, level: str, layout, vector_size: int | None = None, dtype: Dtype | None = None) -> Action:
+    args: tuple = (int(operand), level.upper(), layout, vector_size or 0)
+    return Action("move", args if dtype is None else (*args, dtype))
+
+
+def unpack(a: Action) -> tuple:
+    """(operand, level, layout, vector size, new dtype or None for a plain move)."""
+    op, lv, lay, v, *dt = a.args
+    return op, lv, lay, v, (dt[0] if dt else None)
 
 
 class Move(Rewrite):
@@ -31,10 +41,11 @@ class Move(Rewrite):
     node_tag = "alloc"  # the node in program JSON
 
     def decode(self, spec, functor, args, ctx, requested):
-        return Action("move", (int(args[0]), args[1].upper(), ctx.ids.layouts[int(args[2])], int(args[3])))
+        dt = Dtype.parse(args[4]) if len(args) > 4 else None
+        return action(int(args[0]), args[1], ctx.ids.layouts[int(args[2])], int(args[3]), dt)
 
     def request(self, spec, action, ctx):
-        op, lv, lay, v = action.args
+        op, lv, lay, v, dt = unpack(action)
         if not 0 <= op < len(spec.operands):
             raise ScheduleError(f"{spec.short()} has no operand {op} (it has {len(spec.operands)})")
         ctx.target.level(lv)
@@ -45,27 +56,30 @@ class Move(Rewrite):
             raise ScheduleError(f"operand {op}: {e}") from None
         lid = ctx.ids.id(lay)
         facts = [f"req_layout(0,{lid},{lay.full_contiguity()})."] + ctx.ids.pack_facts(lay)
-        return f"move({op},{lv.lower()},{lid},{v or 0})", facts
+        cast = f",{dt.short}" if dt is not None else ""
+        return f"move({op},{lv.lower()},{lid},{v or 0}{cast})", facts
 
     def matches(self, derived, wanted):
-        a, b = derived.args, wanted.args
-        return a[0] == b[0] and a[1] == b[1].upper() and a[2] == b[2] and (a[3] or 0) == (b[3] or 0)
+        a, b = unpack(derived), unpack(wanted)
+        return a[0] == b[0] and a[1] == b[1].upper() and a[2] == b[2] and (a[3] or 0) == (b[3] or 0) and a[4] == b[4]
 
     def text(self, action):
-        op, lv, lay, v = action.args
-        return f"move_param({op}, {lv}, {lay}{f', v{v}' if v else ''})"
+        op, lv, lay, v, dt = unpack(action)
+        return f"move_param({op}, {lv}, {lay}{f', v{v}' if v else ''}{f', dtype={dt}' if dt is not None else ''})"
 
     def args_to_json(self, action) -> dict[str, Any]:
-        op, lv, lay, v = action.args
-        return {"operand": op, "level": lv, "layout": str(lay), "vector_size": v}
+        op, lv, lay, v, dt = unpack(action)
+        d = {"operand": op, "level": lv, "layout": str(lay), "vector_size": v}
+        if dt is not None:
+            d["dtype"] = dt.short
+        return d
 
     def args_from_json(self, obj, ranks):
         from morello_asp.layout import Layout
 
         op = obj["operand"]
-        return Action(
-            "move", (op, obj["level"], Layout.parse(obj["layout"], ranks[op], validate=False), obj["vector_size"])
-        )
+        dt = Dtype.parse(obj["dtype"]) if obj.get("dtype") else None
+        return action(op, obj["level"], Layout.parse(obj["layout"], ranks[op], validate=False), obj["vector_size"], dt)
 
     def build(self, spec, exp, kids):
         op = exp.action.args[0]
@@ -74,7 +88,9 @@ class Move(Rewrite):
         return Alloc(spec, op, body_spec.operands[op], idx[1], idx.get(0), idx.get(2))
 
     def action_of(self, node):
-        return Action("move", (node.operand, node.new.level, node.new.layout, node.new.vector_size or 0))
+        old = node.spec.operands[node.operand].dtype
+        dt = node.new.dtype if node.new.dtype != old else None
+        return action(node.operand, node.new.level, node.new.layout, node.new.vector_size or 0, dt)
 
     def cost(self, node, child_costs, target):
         from morello_asp.cost import alloc_cost
@@ -154,11 +170,16 @@ class Move(Rewrite):
 
     # ---- proofs ---------------------------------------------------------------------
     def program_obligations(self, node, ctx):
-        """The new buffer's layout is a bijection onto it (memory is checked for the
-        whole program by solver/verify.py)."""
-        from morello_asp.solver.verify import prove_layout
+        """The new buffer's layout is a bijection onto it, and a cast is exact (every
+        value of the old dtype is one of the new); memory is checked for the whole
+        program by solver/verify.py."""
+        from morello_asp.solver.verify import prove_cast, prove_layout
 
-        return [prove_layout(node.new.layout, tuple(node.spec.operand_shapes[node.operand]))]
+        obs = [prove_layout(node.new.layout, tuple(node.spec.operand_shapes[node.operand]))]
+        old = node.spec.operands[node.operand].dtype
+        if node.new.dtype != old:
+            obs.append(prove_cast(old, node.new.dtype))
+        return obs
 
     def box_obligations(self, prover, head, seq, sp, a):
         import z3
@@ -167,17 +188,23 @@ class Move(Rewrite):
         from morello_asp.solver.box_space import as_bool, ceil_div, mod
         from morello_asp.solver.verify_boxes import value
 
-        op, level, layout, v = a.args
+        op, level, layout, v, dt = unpack(a)
         v = v or 0
         lv = prover.target.level(level)
         shape = sp.operand_shape(op)
         shape_key = (sp.op_access[op], tuple(tuple(sp.dim_values[d]) for d in sp.op_deps[op]))
         src = Layout.parse(sp.k["ops"][op][1], len(shape), validate=False)
-        copies = lv.kind == "register" or layout != src
+        copies = lv.kind == "register" or layout != src or dt is not None
         obs = []
         if copies:
             obs.append(prover.layout(head, seq, sp, layout, shape, shape_key))
-        nb = sp.dtypes[op].nbytes
+        if dt is not None:
+            from morello_asp.solver.verify import prove_cast
+            from morello_asp.solver.verify_boxes import BoxObligation
+
+            ob = prove_cast(sp.dtypes[op], dt)
+            obs.append(BoxObligation(f"{head}: {ob.what}", ob.status, ob.detail, seq))
+        nb = (dt or sp.dtypes[op]).nbytes
         vol = sp.operand_volume(op)
         units = {
             "value": vol,
