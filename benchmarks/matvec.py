@@ -1,0 +1,378 @@
+"""The gemma.cpp matvec (issue 17): 1 x 2048 x 16384, bf16 operands, f32 result.
+
+    python benchmarks/matvec.py [--plot matvec.png] [--rounds 7] [--k 2048 --n 16384]
+
+Programs (each proved with z3, compiled, checked against numpy, then timed):
+
+- `[0, 2, 1]` weights, as gemma stores them (each output's column contiguous in k), the
+  schedule of Morello's examples/matvec_gemma_x86_bf16f32.rs: the bf16 vector is cast
+  once into f32 odd-even strips of 16 in L1 (VectorInterleaveBf16), then for every
+  output a DotProductLoopBf16Oe over its column (16 bf16 per 32-byte load: evens by a
+  shift, odds by a mask), the columns split across threads by a parallel tile.
+- row-major weights: the vector cast once to f32 in L1 (ValueCastBf16); 64 outputs at a time in 8 ymm
+  accumulators, k in blocks of 256 (so the rows of a block stay in the TLB), each row
+  chunk converted and FMA'd by BroadcastVecMultAddBf16.
+
+Each runs serial (one thread) and parallel (both cores: `tile(..., parallel=True)`,
+OpenMP), timed in interleaved rounds beside numpy f32 (`x @ W`, W in f32: twice the
+bytes) with OpenBLAS on the same number of threads, and torch bf16 (`torch.matmul` on
+bfloat16 tensors, same threads) when torch is installed. Each thread count runs in its
+own interpreter (OpenBLAS fixes its threads when it loads). A STREAM-like read and copy
+of 256 MiB in C with the same threads gives the machine's memory bandwidth, timed in the
+same rounds. Then u8 x i8 -> i16 and i8 x i8 -> i32 matmuls 256^3 beside numpy's int32
+matmul.
+
+The machine is a shared 2-core VM: read ratios within a round, not absolute figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+LIMITS = "[16, 16, 1024, 33554432]"
+
+
+def cpu_name() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return platform.processor() or "unknown CPU"
+    fields = {}
+    for line in out.splitlines():
+        k, _, v = line.partition(":")
+        fields[k.strip()] = v.strip()
+    parts = [fields.get("Model name", "?"), f"family {fields.get('CPU family', '?')} model {fields.get('Model', '?')}"]
+    parts.append(f"{fields.get('CPU(s)', '?')} CPUs")
+    if "L1d cache" in fields:
+        parts.append(f"L1d {fields['L1d cache']}")
+    flags = fields.get("Flags", "").split()
+    parts.append("AVX-512" if "avx512f" in flags else "no AVX-512")
+    return ", ".join(parts)
+
+
+# ----------------------------------------------------------------------------- programs
+def gemma_program(k: int, n: int, parallel: bool):
+    """Morello's schedule for weights stored [0, 2, 1]."""
+    from morello_asp import parse_spec
+
+    serial = "" if parallel else ", serial"
+    spec = parse_spec(
+        f"(Matmul(1x1x{k}x{n}, (bf16, GL, row_major), (bf16, GL, [0, 2, 1]), (f32, GL, row_major){serial}), {LIMITS})"
+    )
+
+    def column(m):  # one output: zero it in a register, dot product over its column
+        return (
+            m.move_param(2, "L1")
+            .move_param(2, "RF")
+            .to_accum()
+            .subschedule([0, 0, 0], lambda z: z.select("ValueZero"))
+            .subschedule([0, 0, 1], lambda a: a.move_param(1, "L1").select("DotProductLoopBf16Oe"))
+            .subschedule([0, 1], lambda s: s.select("ValueAssign"))
+        )
+
+    def body(b):
+        if parallel:
+            return b.tile([1, 1, k, n // 2], parallel=True).tile([1, 1, k, 1]).subschedule([0, 0], column)
+        return b.tile([1, 1, k, 1]).subschedule([0], column)
+
+    return (
+        spec.move_param(0, "L1", "[0, 1, 2, 2 oe(16)]", dtype="f32")
+        .subschedule([0], lambda m: m.tile([1, 1, 16]).move_param(0, "L1").select("VectorInterleaveBf16"))
+        .subschedule([1], body)
+    )
+
+
+def rowmajor_program(k: int, n: int, parallel: bool, nt: int = 64, kb: int = 256):
+    """Row-major weights: nt outputs in registers, k in blocks of kb."""
+    from morello_asp import parse_spec
+
+    serial = "" if parallel else ", serial"
+    spec = parse_spec(
+        f"(Matmul(1x1x{k}x{n}, (bf16, GL, row_major), (bf16, GL, row_major), (f32, GL, row_major){serial}), {LIMITS})"
+    )
+    kb = min(kb, k)
+
+    def vectors(p, kernel):  # a 1 x nt register tile: one kernel per 8-wide vector
+        return p.tile([1, 1, 8]).select(kernel)
+
+    def block(b):  # out[0:nt] += x[k0:k0+kb] . W[k0:k0+kb, n0:n0+nt]
+        acc = b.move_param(2, "VRF", vector_size=8)
+        acc = acc.subschedule([0], lambda ld: vectors(ld, "VectorAssign"))
+        acc = acc.subschedule([2], lambda st: vectors(st, "VectorAssign"))
+        return acc.subschedule(
+            [1], lambda mm: mm.tile([1, 1, 1, nt]).move_param(1, "L1").select("BroadcastVecMultAddBf16")
+        )
+
+    def tile_n(t):  # Matmul(1x1xKxnt) on f32 x, bf16 W, f32 out in GL
+        z = t.move_param(2, "L1").to_accum()
+        z = z.subschedule([0, 0], lambda zz: zz.select("MemsetZero"))
+        if kb == k:
+            return z.subschedule([0, 1], block)
+        return z.subschedule([0, 1], lambda a: a.tile([1, 1, kb, nt]).subschedule([0], block))
+
+    def body(b):
+        if parallel:
+            return b.tile([1, 1, k, n // 2], parallel=True).tile([1, 1, k, nt]).subschedule([0, 0], tile_n)
+        return b.tile([1, 1, k, nt]).subschedule([0], tile_n)
+
+    return (
+        spec.move_param(0, "L1", dtype="f32")
+        .subschedule([0], lambda m: m.tile([1, 1, 1]).move_param(0, "L1").select("ValueCastBf16"))
+        .subschedule([1], body)
+    )
+
+
+def int8_program(size: int):
+    """u8 x i8 -> i16: W packed once into k-pairs (`[0, 1, 2, 1 p(2)]`), then 4 x 16
+    output tiles in four ymm registers, each k-pair a TwoVecBroadcastVecMultAddU8S8S16
+    (vpmaddubsw + vpaddw) per row."""
+    from morello_asp import parse_spec
+
+    s = size
+    spec = parse_spec(
+        f"(Matmul(1x{s}x{s}x{s}, (u8, GL, row_major), (i8, GL, row_major), (i16, GL, row_major), serial), {LIMITS})"
+    )
+    pair = "[0, 1, 2, 1 p(2)]"
+    rows = lambda p: p.tile([1, 1, 16]).select("VectorAssign")  # noqa: E731  (a 4x16 tile, a row at a time)
+
+    def block(a):  # MatmulAccum(1x4xsx16) with operands in GL
+        a = a.move_param(0, "L1").move_param(1, "L1", pair).move_param(2, "L1").move_param(2, "VRF", vector_size=16)
+        a = a.tile([1, 4, 2, 16]).move_param(1, "VRF", pair, vector_size=32)
+        a = a.tile([1, 1, 2, 16]).select("TwoVecBroadcastVecMultAddU8S8S16")
+        # paths: alloc l(lhs) > alloc l(rhs) > alloc l(out) > alloc v(out) [load, body, store]
+        a = a.subschedule([0, 0, 0, 0], rows).subschedule([0, 0, 0, 2], rows)
+        return a.subschedule([0, 0, 0, 1, 0, 0], lambda ld: ld.select("VectorAssign"))
+
+    prog = spec.move_param(1, "GL", pair).to_accum()
+    prog = prog.subschedule(
+        [0], lambda m: m.move_param(0, "L1").move_param(1, "L1", pair).tile([1, 1, 1]).select("ValueAssign")
+    )
+    prog = prog.subschedule([1, 0], lambda z: z.move_param(0, "L1").select("MemsetZero"))
+    return prog.subschedule([1, 1], lambda a: a.tile([1, 4, s, 16]).subschedule([0], block))
+
+
+# ----------------------------------------------------------------------------- one thread count
+STREAM_C = r"""
+#include <immintrin.h>
+float stream_read(const float *restrict a, long n) {  /* n a multiple of 64 */
+    float total = 0;
+    #pragma omp parallel for reduction(+:total)
+    for (long b = 0; b < n; b += 1 << 16) {
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        long e = b + (1 << 16) < n ? b + (1 << 16) : n;
+        for (long i = b; i < e; i += 32) {
+            s0 = _mm256_add_ps(s0, _mm256_load_ps(a + i));
+            s1 = _mm256_add_ps(s1, _mm256_load_ps(a + i + 8));
+            s2 = _mm256_add_ps(s2, _mm256_load_ps(a + i + 16));
+            s3 = _mm256_add_ps(s3, _mm256_load_ps(a + i + 24));
+        }
+        __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
+        float v[8];
+        _mm256_storeu_ps(v, s);
+        total += v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+    }
+    return total;
+}
+void stream_copy(float *restrict b, const float *restrict a, long n) {
+    #pragma omp parallel for
+    for (long i = 0; i < n; i += 8) _mm256_store_ps(b + i, _mm256_load_ps(a + i));
+}
+"""
+
+
+def _stream():
+    from morello_asp.codegen.build import build
+
+    mod = build(
+        STREAM_C,
+        "float stream_read(const float *a, long n); void stream_copy(float *b, const float *a, long n);",
+        ("-mavx2", "-mfma"),
+        True,
+    )
+    return mod
+
+
+def run_threads(args) -> dict:
+    """Check and time every program at args.threads threads, in this interpreter."""
+    import ml_dtypes
+    import numpy as np
+
+    from morello_asp.codegen.baseline import time_python
+    from morello_asp.solver.verify import verify
+
+    threads = args.threads
+    k, n = args.k, args.n
+    parallel = threads > 1
+    rng = np.random.default_rng(0)
+    x = (rng.random((1, k)) * 2 - 1).astype(ml_dtypes.bfloat16)
+    w = (rng.random((k, n)) * 2 - 1).astype(ml_dtypes.bfloat16)
+    xf, wf = x.astype(np.float32), w.astype(np.float32)
+    want = xf.astype(np.float64) @ wf.astype(np.float64)
+    rows: dict[str, dict] = {}
+    progs = {
+        "gemma [0,2,1] bf16": gemma_program(k, n, parallel),
+        "row-major bf16": rowmajor_program(k, n, parallel),
+    }
+    fns = {}
+    for name, imp in progs.items():
+        rep = verify(imp)
+        if not rep.ok:
+            raise SystemExit(f"{name}: not proved:\n{rep}")
+        fn = imp.compile()
+        got = fn(x, np.ascontiguousarray(w))  # logical k x n either way: the wrapper lays it out
+        err = float(np.abs(got - want).max())
+        tol = 4 * np.finfo(np.float32).eps * k * max(1.0, float(np.abs(want).max()))
+        if err > tol:
+            raise SystemExit(f"{name}: differs from numpy: {err} > {tol}")
+        fns[name] = fn
+        rows[name] = {"cost": imp.cost.main, "err": err, "obligations": len(rep.obligations), "times": []}
+    out = np.empty((1, n), np.float32)
+    timers = {name: (lambda f=f: f.benchmark(reps=3, min_time=0.15).seconds) for name, f in fns.items()}
+    timers["numpy f32"] = lambda: time_python(lambda: np.matmul(xf, wf, out=out), reps=3, min_time=0.15)
+    rows["numpy f32"] = {"times": []}
+    try:
+        import torch
+
+        torch.set_num_threads(threads)
+        tx, tw = torch.from_numpy(xf).to(torch.bfloat16), torch.from_numpy(wf).to(torch.bfloat16)
+        timers["torch bf16"] = lambda: time_python(lambda: torch.matmul(tx, tw), reps=3, min_time=0.15)
+        rows["torch bf16"] = {"times": []}
+    except ImportError:
+        rows["torch bf16"] = {"missing": "torch not installed"}
+    st = _stream()
+    from morello_asp.codegen.convert import aligned_empty
+
+    big = aligned_empty(64 * 1024 * 1024, np.float32)  # 256 MiB
+    big[:] = 1
+    dst = aligned_empty(big.size, np.float32)
+    pa, pb = st.ffi.from_buffer("float[]", big), st.ffi.from_buffer("float[]", dst)
+    timers["read 256 MiB"] = lambda: time_python(lambda: st.lib.stream_read(pa, big.size), reps=3, min_time=0.3)
+    timers["copy 256 MiB"] = lambda: time_python(lambda: st.lib.stream_copy(pb, pa, big.size), reps=3, min_time=0.3)
+    rows["read 256 MiB"], rows["copy 256 MiB"] = {"times": []}, {"times": []}
+    for _ in range(args.rounds):
+        for name, t in timers.items():
+            rows[name]["times"].append(t())
+    for r in rows.values():
+        if r.get("times"):
+            r["seconds"] = statistics.median(r["times"])
+    # int8 256^3 (the issue's second table), serial programs at one thread only
+    if threads == 1 and not args.skip_int8:
+        s = args.int_size
+        imp = int8_program(s)
+        rep = verify(imp)
+        fn = imp.compile()
+        a = rng.integers(0, 128, (s, s)).astype(np.uint8)  # pair sums within i16: no saturation
+        b = rng.integers(-128, 128, (s, s)).astype(np.int8)
+        ok = np.array_equal(fn(a, b), (a.astype(np.int64) @ b.astype(np.int64)).astype(np.int16))
+        ai, bi = a.astype(np.int32), b.astype(np.int32)
+        oi = np.empty((s, s), np.int32)
+        t_prog, t_np = [], []
+        for _ in range(args.rounds):
+            t_prog.append(fn.benchmark(reps=3, min_time=0.1).seconds)
+            t_np.append(time_python(lambda: np.matmul(ai, bi, out=oi), reps=3, min_time=0.1))
+        rows["u8 x i8 -> i16"] = {
+            "seconds": statistics.median(t_prog),
+            "numpy": statistics.median(t_np),
+            "paired": statistics.median(p / q for p, q in zip(t_np, t_prog)),
+            "proved": rep.ok,
+            "checked": ok,
+            "cost": imp.cost.main,
+        }
+    return rows
+
+
+def child(threads: int, args) -> dict:
+    env = dict(os.environ)
+    env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+    cmd = [sys.executable, __file__, "--child", str(threads), "--k", str(args.k), "--n", str(args.n)]
+    cmd += ["--rounds", str(args.rounds), "--int-size", str(args.int_size)]
+    if args.skip_int8:
+        cmd.append("--skip-int8")
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"the {threads}-thread run failed:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--k", type=int, default=2048)
+    ap.add_argument("--n", type=int, default=16384)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--threads", default="1,2", help="thread counts, comma separated (default 1,2)")
+    ap.add_argument("--int-size", type=int, default=256)
+    ap.add_argument("--skip-int8", action="store_true")
+    ap.add_argument("--plot", metavar="FILE", help="bar chart of GB/s per program and thread count")
+    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        args.threads = args.child
+        print(json.dumps(run_threads(args)))
+        return 0
+    t0 = time.time()
+    print(f"# CPU: {cpu_name()}; load average {os.getloadavg()[0]:.2f} at start")
+    wbytes = args.k * args.n * 2
+    results = {}
+    for th in [int(t) for t in args.threads.split(",")]:
+        results[th] = child(th, args)
+    print(f"# matvec 1 x {args.k} x {args.n}: bf16 x bf16 -> f32 ({wbytes / 2**20:.0f} MiB of bf16 weights per call)")
+    print("| threads | program | ms/call | GB/s of weights | vs numpy f32 (paired) | vs torch bf16 | % of read BW |")
+    print("|---|---|---|---|---|---|---|")
+    plot = []
+    for th, rows in results.items():
+        torch_s = rows["torch bf16"].get("seconds")
+        read_bw = 256 * 2**20 / rows["read 256 MiB"]["seconds"] / 1e9
+        copy_bw = 2 * 256 * 2**20 / rows["copy 256 MiB"]["seconds"] / 1e9
+
+        def paired(ref: str, r: dict, rows=rows) -> str:  # median of the per-round ratios
+            t = rows[ref].get("times")
+            return f"{statistics.median(a / b for a, b in zip(t, r['times'])):.2f}x" if t else "n/a"
+
+        for name, r in rows.items():
+            if "seconds" not in r or name.startswith(("read", "copy", "u8")):
+                continue
+            nbytes = 2 * wbytes if name == "numpy f32" else wbytes
+            gbs = nbytes / r["seconds"] / 1e9
+            ratio, tr = paired("numpy f32", r), paired("torch bf16", r)
+            ms = r["seconds"] * 1e3
+            print(f"| {th} | {name} | {ms:.2f} | {gbs:.1f} | {ratio} | {tr} | {100 * gbs / read_bw:.0f}% |")
+            plot.append((f"{name} ({th}t)", gbs))
+        if not torch_s:
+            print(f"| {th} | torch bf16 | - | - | - | - | {rows['torch bf16'].get('missing', '')} |")
+        print(f"| {th} | memory: read / copy (C, {th} thread(s)) | - | {read_bw:.1f} / {copy_bw:.1f} | | | 100% |")
+    one = results.get(1, {})
+    if "u8 x i8 -> i16" in one:
+        r = one["u8 x i8 -> i16"]
+        s = args.int_size
+        print(f"\n# matmul {s}^3 integers, one thread (checked: {r['checked']}, proved: {r['proved']})")
+        print("| program | ms/call | numpy int32 ms | speed-up (paired) |")
+        print("|---|---|---|---|")
+        print(
+            f"| u8 x i8 -> i16 (vpmaddubsw) | {r['seconds'] * 1e3:.3f} | {r['numpy'] * 1e3:.2f} | {r['paired']:.1f}x |"
+        )
+    print(f"# {time.time() - t0:.0f} s; load average {os.getloadavg()[0]:.2f} at the end")
+    if args.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(8, 0.4 * len(plot) + 1.5))
+        ax.barh([p[0] for p in plot], [p[1] for p in plot])
+        ax.set_xlabel("GB/s of weights read (numpy f32 reads twice the bytes)")
+        ax.set_title(f"matvec 1x{args.k}x{args.n} bf16 -> f32 ({cpu_name().split(',')[0]})")
+        fig.tight_layout()
+        fig.savefig(args.plot)
+        print(f"# plot: {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
