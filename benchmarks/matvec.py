@@ -152,9 +152,12 @@ def int8_program(size: int):
 
     prog = spec.move_param(1, "GL", pair).to_accum()
     prog = prog.subschedule(
-        [0], lambda m: m.move_param(0, "L1").move_param(1, "L1", pair).tile([1, 1, 1]).select("ValueAssign")
+        [0],
+        lambda m: (
+            m.tile([1, 2, 16]).move_param(0, "L1").move_param(1, "L1", pair).tile([1, 1, 1]).select("ValueAssign")
+        ),
     )
-    prog = prog.subschedule([1, 0], lambda z: z.move_param(0, "L1").select("MemsetZero"))
+    prog = prog.subschedule([1, 0], lambda z: z.select("MemsetZero"))
     return prog.subschedule([1, 1], lambda a: a.tile([1, 4, s, 16]).subschedule([0], block))
 
 

@@ -202,3 +202,31 @@ def test_synthesized_mixed_matmuls(text):
 
     imp = synthesize(text.replace("LIM", LIMITS), progress=False)
     proved_and_checked(imp)
+
+
+def test_cli_runs_and_verifies_a_saved_casting_program(tmp_path, capsys):
+    from morello_asp.cli import main
+    from morello_asp.serialize import save
+
+    spec = parse_spec(
+        f"(MatmulAccum(1x1x1x8, (bf16, L1, row_major), (bf16, L1, row_major), (f32, VRF, row_major, v8), serial), "
+        f"{LIMITS})"
+    )
+    imp = (
+        spec.move_param(0, "RF", dtype="f32")
+        .select("BroadcastVecMultAddBf16")
+        .subschedule([0], lambda m: m.select("ValueCastBf16"))
+    )
+    p = tmp_path / "cast.json"
+    save(imp, p)
+    assert main(["run", str(p)]) == 0
+    assert main(["verify", str(p)]) == 0
+    text = p.read_text()
+    assert '"new": "(f32, RF, row_major)"' in text
+    bad = tmp_path / "bad.json"
+    bad.write_text(text.replace('"new": "(f32, RF, row_major)"', '"new": "(i32, RF, row_major)"'))
+    capsys.readouterr()
+    assert main(["verify", str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "[REFUTED] the cast bf16 -> i32 is exact" in out
+    assert "the load sees (f32, RF, row_major), not (i32, RF, row_major)" in out

@@ -173,12 +173,25 @@ class Move(Rewrite):
         """The new buffer's layout is a bijection onto it, and a cast is exact (every
         value of the old dtype is one of the new); memory is checked for the whole
         program by solver/verify.py."""
-        from morello_asp.solver.verify import prove_cast, prove_layout
+        from morello_asp.solver.verify import Obligation, prove_cast, prove_layout
 
         obs = [prove_layout(node.new.layout, tuple(node.spec.operand_shapes[node.operand]))]
         old = node.spec.operands[node.operand].dtype
         if node.new.dtype != old:
             obs.append(prove_cast(old, node.new.dtype))
+        # The children see the new buffer: the body's operand, the load's destination and
+        # the store's source have its dtype, level and layout.
+        new = (node.new.dtype, node.new.level, node.new.layout)
+        seen = [("the body", node.body.spec.operands[node.operand])]
+        seen += [("the load", node.load.spec.operands[1])] if node.load is not None else []
+        seen += [("the store", node.store.spec.operands[0])] if node.store is not None else []
+        what = f"{node.spec.short()}: the children of the move of operand {node.operand} see its new buffer"
+        bad = [f"{who} sees {t.text()}" for who, t in seen if (t.dtype, t.level, t.layout) != new]
+        obs.append(
+            Obligation(what, "refuted", f"{'; '.join(bad)}, not {node.new.text()}")
+            if bad
+            else Obligation(what, "proved")
+        )
         return obs
 
     def box_obligations(self, prover, head, seq, sp, a):
