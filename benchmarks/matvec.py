@@ -9,9 +9,10 @@ Programs (each proved with z3, compiled, checked against numpy, then timed):
   once into f32 odd-even strips of 16 in L1 (VectorInterleaveBf16), then for every
   output a DotProductLoopBf16Oe over its column (16 bf16 per 32-byte load: evens by a
   shift, odds by a mask), the columns split across threads by a parallel tile.
-- row-major weights: the vector cast once to f32 in L1 (ValueCastBf16); 64 outputs at a time in 8 ymm
-  accumulators, k in blocks of 256 (so the rows of a block stay in the TLB), each row
-  chunk converted and FMA'd by BroadcastVecMultAddBf16.
+- row-major weights: the vector cast once to f32 in L1 (ValueCastBf16); 128 outputs
+  at a time in the 16 ymm registers, k in blocks of 16 rows (16 streams at once for the
+  prefetchers; the f32 outputs stay in L2 between blocks), each 256-byte row chunk
+  converted and FMA'd by BroadcastVecMultAddBf16.
 
 Each runs serial (one thread) and parallel (both cores: `tile(..., parallel=True)`,
 OpenMP), timed in interleaved rounds beside numpy f32 (`x @ W`, W in f32: twice the
@@ -89,7 +90,7 @@ def gemma_program(k: int, n: int, parallel: bool):
     )
 
 
-def rowmajor_program(k: int, n: int, parallel: bool, nt: int = 64, kb: int = 256):
+def rowmajor_program(k: int, n: int, parallel: bool, nt: int = 128, kb: int = 16):
     """Row-major weights: nt outputs in registers, k in blocks of kb."""
     from morello_asp import parse_spec
 

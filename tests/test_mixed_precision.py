@@ -230,3 +230,42 @@ def test_cli_runs_and_verifies_a_saved_casting_program(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "[REFUTED] the cast bf16 -> i32 is exact" in out
     assert "the load sees (f32, RF, row_major), not (i32, RF, row_major)" in out
+
+
+def _matvec_bench():
+    """benchmarks/matvec.py's schedule builders (run here at small sizes)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "matvec.py"
+    spec = importlib.util.spec_from_file_location("matvec_bench", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_matvec_schedules_serial_and_parallel_small():
+    """The benchmark's programs at 1 x 64 x 256 (gemma's [0, 2, 1] weights with the
+    interleaved dot product, row-major weights with register tiles), each with a
+    parallel tile. The cost model charges a parallel loop ceil(trips / threads) bodies
+    plus its setup and per-iteration overhead (tgt_parallel_overhead/2), as if each
+    thread had its own memory bandwidth: at 1 x 2048 x 16384 it predicts 1.97x for two
+    threads, where memory-bound programs gain less (README, Mixed precision)."""
+    from morello_asp.codegen.api import compile_many
+    from morello_asp.cost import compute_cost
+    from morello_asp.ir import Loop
+
+    mv = _matvec_bench()
+    progs = [mv.gemma_program(64, 256, True), mv.rowmajor_program(64, 256, True, nt=64, kb=32)]
+    for imp in progs:
+        assert verify(imp).ok
+    for fn in compile_many(progs):
+        err, tol = fn.check()
+        assert err <= tol
+    assert "#pragma omp parallel for" in progs[0].to_c()
+    tgt = progs[0].spec.target
+    par = next(n for n in progs[0].walk() if isinstance(n, Loop) and n.parallel)
+    per_thread = -(-par.trips // tgt.threads)
+    body = compute_cost(par.body).main
+    assert compute_cost(par).main == per_thread * body + tgt.parallel_setup + tgt.parallel_per_iter * per_thread
