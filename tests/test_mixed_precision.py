@@ -257,7 +257,7 @@ def test_matvec_schedules_serial_and_parallel_small():
     from morello_asp.ir import Loop
 
     mv = _matvec_bench()
-    progs = [mv.gemma_program(64, 256, True), mv.rowmajor_program(64, 256, True, nt=64, kb=32)]
+    progs = [mv.gemma_program(64, 256, True), mv.rowmajor_program(64, 256, True, nt=64, kb=16)]
     for imp in progs:
         assert verify(imp).ok
     for fn in compile_many(progs):
