@@ -8,7 +8,9 @@ Programs (each proved with z3, compiled, checked against numpy, then timed):
   schedule of Morello's examples/matvec_gemma_x86_bf16f32.rs: the bf16 vector is cast
   once into f32 odd-even strips of 16 in L1 (VectorInterleaveBf16), then for every
   output a DotProductLoopBf16Oe over its column (16 bf16 per 32-byte load: evens by a
-  shift, odds by a mask), the columns split across threads by a parallel tile.
+  shift, odds by a mask), the columns split across threads by a parallel tile; and the
+  same with four columns per kernel (DotProductLoopBf16OeX4), which keeps four weight
+  streams in flight.
 - row-major weights: the vector cast once to f32 in L1 (ValueCastBf16); the output
   zeroed, then for each block of 4 rows of W the outputs 64 at a time in 8 ymm
   registers (the 4 rows stream together along n; the f32 outputs, 64 KiB, stay in L2
@@ -61,8 +63,9 @@ def cpu_name() -> str:
 
 
 # ----------------------------------------------------------------------------- programs
-def gemma_program(k: int, n: int, parallel: bool):
-    """Morello's schedule for weights stored [0, 2, 1]."""
+def gemma_program(k: int, n: int, parallel: bool, cols: int = 4):
+    """Morello's schedule for weights stored [0, 2, 1]; `cols` = 4: four columns per
+    kernel (DotProductLoopBf16OeX4: four weight streams in flight), 1: Morello's one."""
     from morello_asp import parse_spec
 
     serial = "" if parallel else ", serial"
@@ -80,10 +83,20 @@ def gemma_program(k: int, n: int, parallel: bool):
             .subschedule([0, 1], lambda s: s.select("ValueAssign"))
         )
 
+    def columns4(m):  # four outputs: zero them in L1, four dot products sharing the vector
+        return (
+            m.move_param(2, "L1")
+            .to_accum()
+            .subschedule([0, 0], lambda z: z.select("MemsetZero"))
+            .subschedule([0, 1], lambda a: a.move_param(1, "L1", "col_major").select("DotProductLoopBf16OeX4"))
+        )
+
+    each, width = (columns4, 4) if cols == 4 else (column, 1)
+
     def body(b):
         if parallel:
-            return b.tile([1, 1, k, n // 2], parallel=True).tile([1, 1, k, 1]).subschedule([0, 0], column)
-        return b.tile([1, 1, k, 1]).subschedule([0], column)
+            return b.tile([1, 1, k, n // 2], parallel=True).tile([1, 1, k, width]).subschedule([0, 0], each)
+        return b.tile([1, 1, k, width]).subschedule([0], each)
 
     return (
         spec.move_param(0, "L1", "[0, 1, 2, 2 oe(16)]", dtype="f32")
@@ -229,7 +242,8 @@ def run_threads(args) -> dict:
     want = xf.astype(np.float64) @ wf.astype(np.float64)
     rows: dict[str, dict] = {}
     progs = {
-        "gemma [0,2,1] bf16": gemma_program(k, n, parallel),
+        "[0,2,1] bf16, 1 column (Morello)": gemma_program(k, n, parallel, cols=1),
+        "[0,2,1] bf16, 4 columns": gemma_program(k, n, parallel, cols=4),
         "row-major bf16": rowmajor_program(k, n, parallel),
     }
     fns = {}
