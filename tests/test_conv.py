@@ -52,15 +52,15 @@ def check(imp, seed=0):
     np.testing.assert_allclose(got, sliding_conv(img, filt).reshape(got.shape), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("text", ["Conv(1x2x2x3x3x2x2, f32)", channels_last("1x8x3x2x3x3x1")])
-def test_small_convolutions_synthesize_prove_and_run(text):
-    check(synthesize(text))
+def test_a_small_convolution_synthesizes_proves_and_runs():
+    check(synthesize(channels_last("1x8x3x2x3x3x1")))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "text",
     [
+        "Conv(1x2x2x3x3x2x2, f32)",  # row-major: copied into channels-last by the search
         "Conv(2x3x2x3x2x1x1, f32)",
         "Conv(1x3x5x3x5x3x3, f32)",
         channels_last("2x8x4x3x5x2x3"),

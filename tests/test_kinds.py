@@ -305,6 +305,7 @@ def test_user_kinds_run_on_neon_under_qemu(user_kinds, text):
     assert err <= tol
 
 
+@pytest.mark.slow
 def test_memo_boxes_of_an_affine_kind_prove(conv1, tmp_path):
     """A memo table of a user kind with halos: every stored box proved by z3 (db verify)."""
     db = tmp_path / "conv1.db"
