@@ -74,7 +74,8 @@ def param_names(spec: Spec) -> list[str]:
 
 def inputs_of(spec: Spec) -> list[int]:
     """Operands the program reads: all but a non-accumulating output."""
-    return [i for i in range(len(spec.operands)) if i not in spec.outputs or spec.k.is_accum]
+    k = spec.k
+    return [i for i in range(len(spec.operands)) if i not in spec.outputs or (k.is_accum and i == k.init_output)]
 
 
 class Emitter:
@@ -265,7 +266,7 @@ def point_statement(spec: Spec, ct) -> str:
     for o in k.outputs:
         dt = str(spec.operands[o].dtype)
         value = _lower(k.value(o), names, dt, ct)
-        if k.is_accum:
+        if k.is_accum and k.combiner(o):
             value = ct.c_op(k.combiner(o), dt).replace("{0}", "{" + names[o] + "}").replace("{1}", value)
         lines.append("{" + names[o] + "} = " + value + ";")
     return "\n".join(lines)
@@ -276,6 +277,8 @@ def _lower(e, names: list[str], dt: str, ct) -> str:
         return "{" + names[e[1]] + "}"
     if e[0] == "const":
         return ct.c_const(e[1], dt)
+    if e[0] == "red":  # on one point, a combination along a dimension is its one value
+        return _lower(e[3], names, dt, ct)
     text = ct.c_op(e[0], dt)
     for i, a in enumerate(e[1:]):
         text = text.replace("{" + str(i) + "}", _lower(a, names, dt, ct))

@@ -10,7 +10,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from morello_asp.errors import CodegenError
-from morello_asp.kinds import expr_operands, expr_ops
+from morello_asp.kinds import expr_operands, expr_ops, expr_red_dims
 from morello_asp.spec import Spec
 
 
@@ -21,6 +21,10 @@ def reference(spec: Spec, *args: np.ndarray):
     k = spec.k
     if len(args) != len(spec.operands):
         raise CodegenError(f"{spec.kind} takes {len(spec.operands)} arrays, got {len(args)}")
+    if k.is_compose:
+        from morello_asp.compose import reference_chain
+
+        return reference_chain(spec, args, reference)
     outs = tuple(_evaluate(spec, o, args) for o in k.outputs)
     return outs[0] if len(outs) == 1 else outs
 
@@ -29,9 +33,13 @@ def flops(spec: Spec) -> int:
     """Arithmetic operations one run performs (0 for pure data movement): the operators
     of each output's per-point value, plus one combine per point where values combine."""
     k = spec.k
-    red = k.reduction(len(spec.shape))
+    if k.is_compose:
+        from morello_asp.compose import component_specs
+
+        return sum(flops(c) for c in component_specs(spec))
     total = 0
     for o in k.outputs:
+        red = k.reduction_of(o, len(spec.shape))
         per = expr_ops(k.value(o)) + (1 if (red or k.is_accum) and k.combiner(o) else 0)
         total += per * spec.volume
     return total
@@ -91,19 +99,20 @@ def _evaluate(spec: Spec, o: int, args) -> np.ndarray:
     out = np.asarray(args[o])
     cdt = _compute_dtype(out.dtype)
     expr = k.value(o)
-    red = k.reduction(len(shape))
+    red = k.reduction_of(o, len(shape))
     comb = k.combiner(o)
     ins = {i: np.ascontiguousarray(np.asarray(args[i]).astype(cdt)) for i in expr_operands(expr)}
     grid = {i: _grid_view(a, access[i], shape) for i, a in ins.items()}
     fast = _einsum(expr, comb, grid, access, access[o], len(shape)) if red else None
     new = fast if fast is not None else _evaluate_grid(expr, comb, red, grid, shape, cdt)
-    # both keep the output's spec dimensions in spec order; the output may list them in another
-    out_axes = [x.dims[0] for x in access[o]]  # an output's dimensions are single
+    # both keep the output's spec dimensions in spec order; the output may list them in
+    # another, with dimensions of size one (0 in kind_access/3) between them
+    out_axes = [x.dims[0] for x in access[o] if x.dims]  # an output's dimensions are single or unit
     order = sorted(out_axes)
     new = np.asarray(new, dtype=cdt)
     if out_axes != order:
         new = np.transpose(new, [order.index(d) for d in out_axes])
-    new = np.broadcast_to(new, out.shape)
+    new = new.reshape(out.shape) if new.size == out.size else np.broadcast_to(new, out.shape)
     if k.is_accum and comb is not None:
         new = _REDUCE[comb](out.astype(cdt), new)
     return new.astype(out.dtype)  # integers wrap as the C store does
@@ -125,7 +134,7 @@ def _einsum(expr, comb, grid, access, out_access, rank):
     letters = "abcdefghijklmnopqrstuvwxyz"
     if not collect(expr) or rank > len(letters):
         return None
-    keep = sorted(x.single for x in out_access)
+    keep = sorted(x.single for x in out_access if x.single is not None)
     views, subs = [], []
     for i in factors:
         g = grid[i]
@@ -144,10 +153,20 @@ def _evaluate_grid(expr, comb, red, grid, shape, cdt):
             return grid[e[1]][sl]
         if e[0] == "const":
             return np.asarray(_const(e[1], cdt), dtype=cdt)
+        if e[0] == "red":  # combine along one whole dimension, keeping it (size one)
+            _, c, d, sub = e
+            v = np.asarray(ev(sub, sl), dtype=cdt)
+            full = list(v.shape) + [1] * (len(shape) - v.ndim)
+            v = v.reshape(full)
+            full[d] = shape[d]
+            return _REDUCE[c].reduce(np.broadcast_to(v, full), axis=d, keepdims=True)
         return _NP_OPS[e[0]](*(ev(a, sl) for a in e[1:]))
 
     if not red:
         return np.broadcast_to(ev(expr, ()), shape)
+    if expr_red_dims(expr):  # a red(...) needs its dimension whole: no chunks
+        v = np.broadcast_to(ev(expr, ()), shape)
+        return np.squeeze(_REDUCE[comb].reduce(v, axis=tuple(red), keepdims=True), axis=tuple(red))
     d0 = red[0]
     per = max(1, prod(shape) // max(1, shape[d0]))
     step = max(1, _CHUNK // per)
@@ -168,8 +187,15 @@ def tolerance(spec: Spec, want: np.ndarray) -> float:
     if not np.issubdtype(want.dtype, np.floating):
         return 0.0
     terms = 1
-    for d in spec.k.reduction(len(spec.shape)):
-        terms *= spec.shape[d]
+    k = spec.k
+    rank = len(spec.shape)
+    if k.is_compose:
+        from morello_asp.compose import chain_terms
+
+        terms = chain_terms(spec)
+    else:  # values summed into each output: its reductions and the dimensions red(...) reads whole
+        for d in set(k.reduction(rank)) | set(k.scans(rank)):
+            terms *= spec.shape[d]
     scale = max(1.0, float(np.abs(want).max(initial=0.0)))
     return 4 * np.finfo(want.dtype).eps * terms * scale
 

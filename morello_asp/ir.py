@@ -234,3 +234,27 @@ class KernelApp(Impl):
     spec: Spec
     kernel: str
     kernel_cost: int
+
+
+@dataclass(frozen=True, eq=False)
+class Pipeline(Impl):
+    """Stages run one after the other on the spec's operands and on intermediate buffers
+    the node allocates (paper 2.1: a Compose split by bufferize; the softmax rewrites).
+    `wiring[i][j]` says what operand j of stage i is: the spec's operand w for w >= 0,
+    intermediate -1 - w otherwise. An intermediate lives while the stages run.
+    `step` names the rewrite (bufferize, to_softmax_parts, ...), `index` its Compose cut."""
+
+    spec: Spec
+    step: str
+    index: int
+    stages: tuple[Impl, ...]
+    wiring: tuple[tuple[int, ...], ...]
+    temps: tuple[TensorSpec, ...]
+    temp_shapes: tuple[tuple[int, ...], ...]
+
+    @property
+    def children(self):
+        return self.stages
+
+    def with_children(self, children):
+        return Pipeline(self.spec, self.step, self.index, tuple(children), self.wiring, self.temps, self.temp_shapes)

@@ -14,15 +14,20 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import clingo
 
-from .errors import RuleError
+from .errors import MorelloError, RuleError
 from .naming import camel
 
+if TYPE_CHECKING:
+    from .compose import ComposeInfo
+
 # Expressions of the per-point semantics: ("op", operand index) | ("const", int | "neg_inf"
-# | "pos_inf") | (operator, *arguments).
+# | "pos_inf") | (operator, *arguments) | ("red", combiner, spec dimension, expression):
+# the combiner over every index of that dimension (the others fixed), e.g. a softmax's
+# row maximum.
 Expr = tuple
 OPERATORS = {"add": 2, "sub": 2, "mul": 2, "div": 2, "max": 2, "min": 2, "neg": 1, "exp": 1}
 CONSTANTS = ("neg_inf", "pos_inf")
@@ -40,6 +45,12 @@ class Access:
 
     def extent(self, shape) -> int:
         return sum(shape[d] - 1 for d in self.dims) + 1 + self.offset
+
+    @property
+    def unit(self) -> bool:
+        """A dimension of size one indexed by 0 (a reduction's output keeps the rank of
+        its input, as Morello's Max and SoftmaxDenominator do)."""
+        return not self.dims and not self.offset
 
     @property
     def single(self) -> int | None:
@@ -61,6 +72,11 @@ class Kind:
     init_kind: str | None = None  # the kind that initialises an accumulating kind's outputs
     defaults: tuple[tuple[int, int], ...] = ()  # (dimension, size) spec text may leave out
     source: str = ""
+    # any-rank kinds: per operand, the spec dimensions along which it has size one (kind_unit/3)
+    units: tuple[tuple[int, ...], ...] = ()
+    # a Compose (morello_asp/compose.py): its components and how they are wired; None otherwise
+    components: ComposeInfo | None = None
+    compose_scans: tuple[int, ...] = ()  # a Compose's dimensions that no tile may cut
     _by_rank: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
@@ -82,13 +98,46 @@ class Kind:
     def arity(self, rank: int = 0) -> int:
         return len(self.params)
 
+    @property
+    def is_compose(self) -> bool:
+        return self.components is not None
+
+    @property
+    def min_rank(self) -> int:
+        """Fewest dimensions a spec of this kind may have (an any-rank kind that names
+        dimension D in kind_unit/3 or red(...) needs D + 1)."""
+        if self.dims is not None:
+            return len(self.dims)
+        named = [d for u in self.units for d in u] + [d for v in self.values for d in expr_red_dims(v)]
+        return max(named, default=-1) + 1
+
     def access(self, rank: int) -> tuple[tuple[Access, ...], ...]:
         if self.accesses is not None:
             return self.accesses
         a = self._by_rank.get(rank)
         if a is None:
-            a = self._by_rank[rank] = tuple(tuple(Access((d,)) for d in range(rank)) for _ in self.params)
+            units = self.units or tuple(() for _ in self.params)
+            a = self._by_rank[rank] = tuple(
+                tuple(Access(()) if d in u else Access((d,)) for d in range(rank)) for u in units
+            )
         return a
+
+    def reduction_of(self, out: int, rank: int) -> tuple[int, ...]:
+        """Spec dimensions output `out` does not span: its values combine over them."""
+        seen = {d for a in self.access(rank)[out] for d in a.dims}
+        return tuple(d for d in range(rank) if d not in seen)
+
+    def scans(self, rank: int) -> tuple[int, ...]:
+        """Spec dimensions an output's value reads along whole (red(...) in kind_value/3:
+        a softmax's row): no tile may cut them, though outputs span them."""
+        if self.components is not None:
+            return self.compose_scans
+        return tuple(sorted({d for v in self.values for d in expr_red_dims(v)}))
+
+    @property
+    def init_output(self) -> int:
+        """The output an accumulating kind's init kind fills (the one with a combiner)."""
+        return next((o for o, c in zip(self.outputs, self.combiners) if c), self.output)
 
     def deps(self, rank: int) -> tuple[tuple[int, ...], ...]:
         """Per operand, the spec dimensions it depends on (in order)."""
@@ -98,10 +147,9 @@ class Kind:
         return tuple(tuple(a.extent(shape) for a in acc) for acc in self.access(len(shape)))
 
     def reduction(self, rank: int) -> tuple[int, ...]:
-        """Spec dimensions absent from the outputs."""
-        acc = self.access(rank)
-        seen = {d for o in self.outputs for a in acc[o] for d in a.dims}
-        return tuple(d for d in range(rank) if d not in seen)
+        """Spec dimensions absent from some output (its values combine over them, so
+        only an accumulating variant may split them)."""
+        return tuple(sorted({d for o in self.outputs for d in self.reduction_of(o, rank)}))
 
     def value(self, out: int) -> Expr:
         return self.values[self.outputs.index(out)]
@@ -119,48 +167,72 @@ class Kind:
 
         def acc_text(i):
             if self.accesses is None:
-                return f"{self.params[i]}[{', '.join(dims)}]"
+                units = self.units[i] if self.units else ()
+                ds = [dims[d] if d not in units else "0" for d in range(len(dims) - 1)] + [dims[-1]]
+                if units and max(units) >= len(dims) - 1:
+                    ds = [("0" if d in units else f"d{d}") for d in range(max(units) + 1)] + ["..."]
+                return f"{self.params[i]}[{', '.join(ds)}]"
             parts = []
             for a in self.accesses[i]:
                 t = " + ".join(dims[d] for d in a.dims) + (f" + {a.offset}" if a.offset else "")
-                parts.append(t)
+                parts.append(t or "0")
             return f"{self.params[i]}[{', '.join(parts)}]"
 
         ins = ", ".join(acc_text(i) for i in range(len(self.params)) if i not in self.outputs)
+        if self.components is not None:
+            chain = " . ".join(c.kind.name for c in self.components.parts)
+            return f"{self.name}[{' '.join(dims)}]({ins} -> {acc_text(self.output)} = {chain})"
         outs = []
-        red = self.reduction(len(dims)) if self.dims is not None else ()
+        rank = len(dims) if self.dims is not None else self.min_rank
         for o, e, c in zip(self.outputs, self.values, self.combiners):
-            how = f"{c} over {', '.join(dims[d] for d in red)} of " if c and red else f"{c} " if c else ""
-            acc = f"{acc_text(o)} {'<-' if self.is_accum else '='} "
-            outs.append(acc + how + expr_text(e, self.params))
+            red = self.reduction_of(o, rank)
+            names = [dims[d] if d < len(dims) else f"d{d}" for d in red]
+            how = f"{c} over {', '.join(names)} of " if c and red else f"{c} " if c else ""
+            acc = f"{acc_text(o)} {'<-' if self.is_accum and c else '='} "
+            outs.append(acc + how + expr_text(e, self.params, dims))
         head = f"{self.name}[{' '.join(dims)}]"
         extra = f"; accumulates {self.accum_of}, initialised by {self.init_kind}" if self.is_accum else ""
         extra += "".join(f"; {dims[d]} defaults to {n}" for d, n in self.defaults)
         return f"{head}({ins}{' -> ' if ins else ''}{'; '.join(outs)}){extra}"
 
 
-def expr_text(e: Expr, params) -> str:
+def expr_text(e: Expr, params, dims=None) -> str:
     if e[0] == "op":
         return params[e[1]]
     if e[0] == "const":
         return str(e[1])
+    if e[0] == "red":
+        d = e[2]
+        name = dims[d] if dims is not None and d < len(dims) else f"d{d}"
+        return f"{e[1]} over {name} of {expr_text(e[3], params, dims)}"
     sym = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
     if e[0] in sym:
-        return f"({expr_text(e[1], params)} {sym[e[0]]} {expr_text(e[2], params)})"
-    return f"{e[0]}({', '.join(expr_text(a, params) for a in e[1:])})"
+        return f"({expr_text(e[1], params, dims)} {sym[e[0]]} {expr_text(e[2], params, dims)})"
+    return f"{e[0]}({', '.join(expr_text(a, params, dims) for a in e[1:])})"
+
+
+def expr_args(e: Expr) -> tuple:
+    """The sub-expressions of `e`."""
+    if e[0] in ("op", "const"):
+        return ()
+    return (e[3],) if e[0] == "red" else tuple(e[1:])
 
 
 def expr_ops(e: Expr) -> int:
     """Arithmetic operators in `e` (for FLOP counts)."""
-    return 0 if e[0] in ("op", "const") else 1 + sum(expr_ops(a) for a in e[1:])
+    return 0 if e[0] in ("op", "const") else 1 + sum(expr_ops(a) for a in expr_args(e))
 
 
 def expr_operands(e: Expr) -> set[int]:
     if e[0] == "op":
         return {e[1]}
-    if e[0] == "const":
-        return set()
-    return set().union(*(expr_operands(a) for a in e[1:]))
+    return set().union(*(expr_operands(a) for a in expr_args(e)))
+
+
+def expr_red_dims(e: Expr) -> set[int]:
+    """Spec dimensions some red(...) of `e` combines over."""
+    own = {e[2]} if e[0] == "red" else set()
+    return own.union(*(expr_red_dims(a) for a in expr_args(e)))
 
 
 # ------------------------------------------------------------------------- loading
@@ -191,6 +263,7 @@ _SIGS = (
     ("kind_combine", 3),
     ("kind_accum", 3),
     ("kind_default_dim", 3),
+    ("kind_unit", 3),
 )
 
 
@@ -236,12 +309,16 @@ def _build(atoms, source_of) -> dict[str, Kind]:
         if init not in kinds:
             raise KindError(f"{where}: kind_accum/3 initialises with {init!r}, which is not a kind")
         ik = kinds[init]
-        if len(kinds[ka].outputs) > 1:
-            raise KindError(f"{where}: an accumulating kind has one output (its init kind fills one operand)")
+        combined = [c for c in kinds[ka].combiners if c]
+        if len(combined) != 1:
+            raise KindError(
+                f"{where}: an accumulating kind has exactly one output with a combiner (its init kind fills "
+                f"one operand; outputs without one are overwritten), not {len(combined)}"
+            )
         if ik.dims is not None or len(ik.params) != 1:
             raise KindError(f"{where}: its init kind {init} must be kind_any_rank/1 with one operand")
-        for c in kinds[ka].combiners:
-            want = COMBINERS[c] if c else None
+        for c in combined:
+            want = COMBINERS[c]
             if ik.values[0] != ("const", want):
                 raise KindError(
                     f"{where}: init kind {init} writes {expr_text(ik.values[0], ik.params)}, but combiner {c} "
@@ -307,15 +384,27 @@ def _kind(k, args_of, accum, source_of) -> Kind:
             bad(f"operand {missing[0]} has no kind_access/3")
         accesses = tuple(acc[i] for i in range(len(params)))
         for o in outputs:
-            if any(x.single is None for x in accesses[o]):
-                bad(f"output {params[o]} must index each dimension by one spec dimension (no sums or offsets)")
-            if len({x.dims[0] for x in accesses[o]}) != len(accesses[o]):
+            if any(x.single is None and not x.unit for x in accesses[o]):
+                bad(f"output {params[o]} must index each dimension by one spec dimension or 0 (no sums or offsets)")
+            named = [x.dims[0] for x in accesses[o] if not x.unit]
+            if len(set(named)) != len(named):
                 bad(f"output {params[o]} repeats a dimension")
-        shapes = {accesses[o] for o in outputs}
-        if len(shapes) > 1:
-            bad(f"outputs {', '.join(params[o] for o in outputs)} have different shapes; outputs need one shape")
+        if len({len(accesses[o]) for o in outputs}) > 1:
+            bad(
+                f"outputs {', '.join(params[o] for o in outputs)} have different ranks; outputs have one rank "
+                "(an output that reduces a dimension keeps it with size one: 0 in kind_access/3)"
+            )
     elif args_of("kind_access", k):
         bad("a kind_any_rank/1 kind takes no kind_access/3 (every operand spans every dimension)")
+    units_at: dict[int, set[int]] = {}
+    for a in args_of("kind_unit", k):
+        if dims is not None:
+            bad("kind_unit/3 is for kind_any_rank/1 kinds (a fixed-rank kind writes 0 in kind_access/3)")
+        i = operand(a[1], "kind_unit/3")
+        if a[2].type != clingo.SymbolType.Number or a[2].number < 0:
+            bad(f"kind_unit/3 gives operand {params[i]} the dimension {a[2]}; dimensions are numbers from 0")
+        units_at.setdefault(i, set()).add(a[2].number)
+    units = tuple(tuple(sorted(units_at.get(i, ()))) for i in range(len(params))) if units_at else ()
     values_at: dict[int, Expr] = {}
     for a in args_of("kind_value", k):
         o = operand(a[1], "kind_value/3")
@@ -323,7 +412,7 @@ def _kind(k, args_of, accum, source_of) -> Kind:
             bad(f"kind_value/3 gives a value to {params[o]}, which is not an output")
         if o in values_at:
             bad(f"output {params[o]} has two kind_value/3 declarations")
-        values_at[o] = _expr(a[2], index, bad)
+        values_at[o] = _expr(a[2], index, bad, dims)
         used = expr_operands(values_at[o]) & set(outputs)
         if used:
             bad(f"the value of {params[o]} reads output {params[min(used)]}; values read inputs only")
@@ -337,12 +426,13 @@ def _kind(k, args_of, accum, source_of) -> Kind:
         if c not in COMBINERS:
             bad(f"unknown combiner {c!r} (one of {', '.join(COMBINERS)})")
         comb_at[o] = c
-    rank_probe = len(dims) if dims is not None else 1
-    probe = Kind(camel(k), k, dims, params, outputs, accesses, (), ())
-    red = probe.reduction(rank_probe)
-    if (red or k in accum) and any(o not in comb_at for o in outputs):
-        why = "has reduction dimensions" if red else "accumulates"
-        bad(f"{why} but output {params[outputs[0]]} has no kind_combine/3")
+    probe = Kind(camel(k), k, dims, params, outputs, accesses, tuple(values_at[o] for o in outputs), (), units=units)
+    rank_probe = len(dims) if dims is not None else max(1, probe.min_rank)
+    for o in outputs:
+        if probe.reduction_of(o, rank_probe) and o not in comb_at:
+            bad(f"has reduction dimensions but output {params[o]} has no kind_combine/3")
+    if k in accum and not comb_at:
+        bad(f"accumulates but no output has a kind_combine/3 (output {params[outputs[0]]})")
     defaults = []
     for a in args_of("kind_default_dim", k):
         n = str(a[1])
@@ -365,6 +455,7 @@ def _kind(k, args_of, accum, source_of) -> Kind:
         camel(init) if init else None,
         tuple(sorted(defaults)),
         source_of(k),
+        units,
     )
 
 
@@ -372,6 +463,9 @@ def _access(sym, dims, op, bad: Callable[[str], NoReturn]) -> tuple[Access, ...]
     items = sym.arguments if sym.type == clingo.SymbolType.Function and sym.name == "" else [sym]
     out = []
     for it in items:
+        if it.type == clingo.SymbolType.Number and it.number == 0:
+            out.append(Access(()))  # a dimension of size one, indexed by 0
+            continue
         terms = it.arguments if it.type == clingo.SymbolType.Function and it.name == "sum" else [it]
         ds, off = [], 0
         for t in terms:
@@ -384,14 +478,28 @@ def _access(sym, dims, op, bad: Callable[[str], NoReturn]) -> tuple[Access, ...]
             else:
                 bad(f"operand {op}'s dimension {it} names {t}, which is not a spec dimension ({', '.join(dims)})")
         if not ds:
-            bad(f"operand {op}'s dimension {it} names no spec dimension")
+            bad(f"operand {op}'s dimension {it} names no spec dimension (write 0 for a dimension of size one)")
         out.append(Access(tuple(ds), off))
     return tuple(out)
 
 
-def _expr(sym, index, bad: Callable[[str], NoReturn]) -> Expr:
+def _expr(sym, index, bad: Callable[[str], NoReturn], dims=None) -> Expr:
     if sym.type == clingo.SymbolType.Number:
         return ("const", sym.number)
+    if sym.type == clingo.SymbolType.Function and sym.name == "red":
+        if len(sym.arguments) != 3:
+            bad(f"red takes a combiner, a dimension and an expression: red(max, n, x), got {sym}")
+        c, d, e = sym.arguments
+        if str(c) not in COMBINERS:
+            bad(f"unknown combiner {c} in {sym} (one of {', '.join(COMBINERS)})")
+        if d.type == clingo.SymbolType.Number and dims is None and d.number >= 0:
+            dim = d.number
+        elif dims is not None and str(d) in dims:
+            dim = dims.index(str(d))
+        else:
+            what = ", ".join(dims) if dims is not None else "a number from 0, for a kind_any_rank/1 kind"
+            bad(f"{sym} combines over {d}, which is not a spec dimension ({what})")
+        return ("red", str(c), dim, _expr(e, index, bad, dims))
     if sym.type == clingo.SymbolType.Function:
         if not sym.arguments:
             if sym.name in index:
@@ -404,7 +512,7 @@ def _expr(sym, index, bad: Callable[[str], NoReturn]) -> Expr:
             bad(f"unknown operator {sym.name!r} in {sym} (operators: {', '.join(OPERATORS)})")
         if len(sym.arguments) != n:
             bad(f"operator {sym.name} takes {n} argument(s), got {len(sym.arguments)} in {sym}")
-        return (sym.name, *(_expr(a, index, bad) for a in sym.arguments))
+        return (sym.name, *(_expr(a, index, bad, dims) for a in sym.arguments))
     bad(f"cannot read {sym} as an expression")
 
 
@@ -470,7 +578,7 @@ def load(files: Iterable[str | Path]) -> list[Kind]:
 
 
 def _same(a: Kind, b: Kind) -> bool:
-    return (a.dims, a.params, a.outputs, a.accesses, a.values, a.combiners, a.accum_of, a.init_kind) == (
+    return (a.dims, a.params, a.outputs, a.accesses, a.values, a.combiners, a.accum_of, a.init_kind, a.units) == (
         b.dims,
         b.params,
         b.outputs,
@@ -479,6 +587,7 @@ def _same(a: Kind, b: Kind) -> bool:
         b.combiners,
         b.accum_of,
         b.init_kind,
+        b.units,
     )
 
 
@@ -492,7 +601,34 @@ def kind(name: str) -> Kind:
     try:
         return _KINDS[name]
     except KeyError:
-        raise ValueError(f"unknown spec kind {name!r}; known: {', '.join(_KINDS)}") from None
+        pass
+    if name.startswith("Compose(("):  # built from its components (morello_asp/compose.py)
+        from .compose import build_kind
+
+        try:
+            return build_kind(name)
+        except MorelloError as e:
+            raise ValueError(str(e)) from None
+    raise ValueError(f"unknown spec kind {name!r}; known: {', '.join(_KINDS)}") from None
+
+
+def summary() -> str:
+    """The kinds for a message: a family along dimensions 0..3 as one entry
+    (`Softmax0..3`), then Compose."""
+    import re
+
+    groups: dict[str, list[str]] = {}
+    for n in sorted(all_kinds()):
+        m = re.fullmatch(r"(.*?)(\d+)", n)
+        groups.setdefault(m.group(1) if m else n, []).append(n)
+    parts = []
+    for base, names in sorted(groups.items(), key=lambda g: (len(g[1]) > 1, g[0])):
+        if len(names) == 1:
+            parts.append(names[0])
+        else:
+            digits = sorted(int(x[len(base) :]) for x in names)
+            parts.append(f"{base}{digits[0]}..{digits[-1]}")
+    return ", ".join(parts) + ", Compose((...))"
 
 
 def accum_pairs() -> list[tuple[str, str]]:

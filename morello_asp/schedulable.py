@@ -92,6 +92,49 @@ class Schedulable:
 
         return schedule.select(self._program(), kernel)
 
+    def bufferize(
+        self, index: int, level: str, layout: str | Layout = "row_major", vector_size: int | None = None
+    ) -> Impl:
+        """Compose -> pipeline: the components after `index` write a new intermediate
+        buffer at `level`, then components 0..index read it (Morello's bufferize).
+
+            Compose((Softmax2, Matmul)).bufferize(0, "L1")  ->  pipeline: Matmul(a, b, t); Softmax2(t, out)
+        """
+        from . import schedule
+
+        return schedule.pipeline(self._program(), "bufferize", level, layout, vector_size, index)
+
+    def to_softmax_parts(self, level: str, layout: str | Layout = "row_major", vector_size: int | None = None) -> Impl:
+        """Softmax{D} -> pipeline: SoftmaxDenominatorAndUnscaled{D} (the denominators in a
+        new buffer at `level`, the unscaled values in out), then DivideVecScalar{D} in place."""
+        from . import schedule
+
+        return schedule.pipeline(self._program(), "to_softmax_parts", level, layout, vector_size)
+
+    def to_softmax_parts_recompute(
+        self, level: str, layout: str | Layout = "row_major", vector_size: int | None = None
+    ) -> Impl:
+        """Softmax{D} -> pipeline: SoftmaxDenominatorAndMax{D} (maxima and denominators at
+        `level`), then SoftmaxComplete{D}."""
+        from . import schedule
+
+        return schedule.pipeline(self._program(), "to_softmax_parts_recompute", level, layout, vector_size)
+
+    def to_max_and_unscaled(
+        self, level: str, layout: str | Layout = "row_major", vector_size: int | None = None
+    ) -> Impl:
+        """SoftmaxDenominatorAndUnscaled{D} -> pipeline: Max{D} (maxima at `level`), then
+        SoftmaxDenominatorAndUnscaledFromMax{D}."""
+        from . import schedule
+
+        return schedule.pipeline(self._program(), "to_max_and_unscaled", level, layout, vector_size)
+
+    def to_max_and_denominator(self) -> Impl:
+        """SoftmaxDenominatorAndMax{D} -> Max{D}; SoftmaxDenominator{D} (no new buffer)."""
+        from . import schedule
+
+        return schedule.pipeline(self._program(), "to_max_and_denominator")
+
     def subschedule(self, path: Sequence[int], fn: Callable[[Impl], Impl]) -> Impl:
         """Apply `fn` to the child at `path` (child indices from this program's root).
 

@@ -152,6 +152,30 @@ def select(p: Program, kernel: str) -> Impl:
     return apply(p, rewrites.select.action(kernel))
 
 
+def pipeline(
+    p: Program,
+    step: str,
+    level: str = "",
+    layout: str | Layout = "row_major",
+    vector_size: int | None = None,
+    index: int = 0,
+) -> Impl:
+    """A pipeline step (bufferize, to_softmax_parts, ...); see Schedulable.bufferize."""
+    from .rewrites.pipeline import temp_rank
+
+    leaf = leaf_spec(p)
+    lay = None
+    if level:
+        if isinstance(layout, str):
+            try:
+                lay = Layout.parse(layout, temp_rank(leaf, step, index))
+            except ValueError as e:
+                raise ScheduleError(str(e)) from None
+        else:
+            lay = layout
+    return apply(p, rewrites.pipeline.action(step, level, lay, vector_size, index))
+
+
 def subschedule(p: Program, path: Sequence[int], fn: Callable[[Impl], Impl]) -> Impl:
     """Apply `fn` to the child at `path`; see Schedulable.subschedule."""
     return _replace(_as_impl(p), tuple(path), fn)

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, NoReturn
 
 from .dtypes import Dtype
 from .errors import SpecError, SpecSyntaxError, SpecTypeError
-from .kinds import all_kinds
 from .kinds import kind as get_kind
+from .kinds import summary as kinds_summary
 from .layout import Layout, LayoutError
 from .schedulable import Schedulable
 from .target import Target, as_target, get_target
@@ -169,6 +169,8 @@ class Spec(Schedulable):
             raise SpecError(
                 f"{self.kind} takes {k.rank} dimensions ({'x'.join(k.dim_names(k.rank))}), got {len(self.shape)}"
             )
+        if k.rank is None and len(self.shape) < k.min_rank:
+            raise SpecError(f"{self.kind} needs at least {k.min_rank} dimensions, got {len(self.shape)}")
         if any(d < 1 for d in self.shape):
             raise SpecError(f"dimensions must be positive: {self.shape}")
         if len(self.operands) != k.arity(len(self.shape)):
@@ -219,6 +221,10 @@ class Spec(Schedulable):
 
     # ---- text ----------------------------------------------------------------------
     def text(self) -> str:
+        if self.kind.startswith("Compose(("):
+            from .compose_text import compose_text
+
+            return compose_text(self)
         dims = "x".join(str(d) for d in self.shape)
         ops = ", ".join(t.text() for t in self.operands)
         serial = ", serial" if self.serial else ""
@@ -293,6 +299,24 @@ class _Parser:
         self.pos = m.end()
         return v
 
+    def limits_tail(self, tgt: Target, full: bool) -> tuple[int, ...]:
+        """The end of a spec: in the full form `, [limits])` (limits optional), then
+        nothing; the target's whole memory when no limits are given."""
+        limits = tgt.max_limits()
+        if full:
+            if self.maybe(","):
+                self.eat("[")
+                given = [self.number("a memory limit")]
+                while self.maybe(","):
+                    given.append(self.number("a memory limit"))
+                self.eat("]")
+                limits = tuple(given)
+            self.eat(")")
+        self.skip_ws()
+        if self.pos != len(self.text):
+            self.error("end of spec")
+        return tuple(limits)
+
     def dims(self) -> tuple[int, ...]:
         out = [self.number("a dimension size", 1)]
         while True:
@@ -316,6 +340,11 @@ class _Parser:
 
     def tensor_spec(self, rank: int) -> TensorSpec:
         self.eat("(")
+        return self.tensor_fields(rank)
+
+    def tensor_fields(self, rank: int, default_level: str | None = None) -> TensorSpec:
+        """A tensor spec after its "(": dtype, level, layout, flags, ")". With a
+        `default_level`, `dtype)` alone means that level, row-major."""
         start = self.pos
         dt = self.word("a dtype")
         try:
@@ -323,6 +352,8 @@ class _Parser:
         except ValueError:
             self.pos = start
             self.error(f"a dtype (one of {Dtype.choices()})")
+        if default_level is not None and self.maybe(")"):
+            return TensorSpec(dtype, default_level, Layout.row_major(rank))
         self.eat(",")
         level = self.word("a memory level").upper()
         self.eat(",")
@@ -376,11 +407,18 @@ def parse_spec(text: str, target: Target | str | None = None, buffers: bool = Tr
     p = _Parser(text)
     full = p.maybe("(")
     kname = p.word("a spec kind")
+    if kname == "Compose":  # Morello's Compose((Head, ..., Innermost), [operands, out=...])
+        from .compose_text import parse_compose
+
+        spec = parse_compose(p, tgt, full)
+        spec.validate(tgt, buffers)
+        _check_sizes(spec)
+        return spec.canonical()
     try:
         k = get_kind(kname)
     except ValueError:
         p.pos = 0
-        p.error(f"a spec kind (one of {', '.join(all_kinds())})")
+        p.error(f"a spec kind (one of {kinds_summary()})")
     p.eat("(")
     shape = p.dims()
     if k.rank is not None and k.defaults and len(shape) == k.rank - len(k.defaults):
@@ -425,19 +463,7 @@ def parse_spec(text: str, target: Target | str | None = None, buffers: bool = Tr
             if not p.maybe(","):
                 break
         p.eat(")")
-    limits = tgt.max_limits()
-    if full:
-        if p.maybe(","):
-            p.eat("[")
-            given = [p.number("a memory limit")]
-            while p.maybe(","):
-                given.append(p.number("a memory limit"))
-            p.eat("]")
-            limits = tuple(given)
-        p.eat(")")
-    p.skip_ws()
-    if p.pos != len(p.text):
-        p.error("end of spec")
+    limits = p.limits_tail(tgt, full)
     spec = Spec(kname, tuple(shape), tuple(ops), serial, tuple(limits), tgt)
     spec.validate(tgt, buffers)
     _check_sizes(spec)

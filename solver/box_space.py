@@ -49,6 +49,17 @@ def product_of(xs):
     return prod(xs, start=1)
 
 
+def sym_units(target: Target, unit: str, vol, nbytes: int, vector_size: int):
+    """Target.units on ints or z3 terms: what a buffer of `vol` values takes at a level
+    counting `unit`s."""
+    return {
+        "value": vol,
+        "vector": ceil_div(vol, vector_size or 1),
+        "line": ceil_div(vol * nbytes, target.line_bytes),
+        "byte": vol * nbytes,
+    }[unit]
+
+
 def is_true(c) -> bool:
     return c is True or (isinstance(c, z3.BoolRef) and z3.is_true(z3.simplify(c)))
 

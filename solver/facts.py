@@ -59,6 +59,7 @@ def spec_facts(sid: int, spec: Spec, target: Target, ids: LayoutIds) -> list[str
         f.append(f"spec_serial({sid}).")
     f += [f"spec_output({sid},{o})." for o in spec.k.outputs]
     f += [f"spec_reduction({sid},{d})." for d in spec.k.reduction(len(spec.shape))]
+    f += [f"spec_scan({sid},{d})." for d in spec.k.scans(len(spec.shape))]
     for op, (ts, access, shape) in enumerate(zip(spec.operands, spec.k.access(len(spec.shape)), spec.operand_shapes)):
         lay = ts.layout
         f.append(
@@ -81,6 +82,32 @@ def spec_facts(sid: int, spec: Spec, target: Target, ids: LayoutIds) -> list[str
             stride *= ext
         if lay.is_packed:
             f += ids.pack_facts(lay)
+    if spec.k.is_compose:
+        f += compose_facts(sid, spec)
+    return f
+
+
+def compose_facts(sid: int, spec: Spec) -> list[str]:
+    """A Compose's cuts for bufferize (encodings/rules/bufferize.lp): per cut I, the
+    producer (part 0) and consumer (part 1) kinds, their dimensions and operands in
+    terms of S's, and the intermediate's extents and dtype (the output's)."""
+    from morello_asp.compose import cut
+
+    f = []
+    k = spec.k
+    assert k.components is not None
+    dt = spec.operands[-1].dtype.short
+    for i in range(len(k.components.parts) - 1):
+        c = cut(k, i)
+        f.append(f"spec_cut({sid},{i}).")
+        f.append(f"spec_cut_dtype({sid},{i},{dt}).")
+        for j, a in enumerate(c.temp):
+            f.append(f"spec_cut_tmp_ext({sid},{i},{j},{a.extent(spec.shape)}).")
+        for p, part in enumerate((c.producer, c.consumer)):
+            f.append(f"spec_cut_part({sid},{i},{p},{snake(part.kind)}).")
+            f += [f"spec_cut_dim({sid},{i},{p},{j},{d})." for j, d in enumerate(part.dims)]
+            for j, w in enumerate(part.wires):
+                f.append(f"spec_cut_wire({sid},{i},{p},{j},{'tmp(0)' if w < 0 else f'op({w})'}).")
     return f
 
 

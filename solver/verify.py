@@ -17,10 +17,10 @@ from math import prod
 
 import z3
 
-from morello_asp.cost import alloc_units, compute_cost
+from morello_asp.cost import compute_cost
 from morello_asp.dtypes import Dtype
 from morello_asp.expr import Add, Const, Expr, FloorDiv, Mod, Mul, Var
-from morello_asp.ir import Alloc, Impl, KernelApp, SpecHole
+from morello_asp.ir import Impl, KernelApp, SpecHole
 from morello_asp.layout import Layout
 from morello_asp.rewrites import for_node
 from morello_asp.target import Target
@@ -182,10 +182,11 @@ def prove_memory(impl: Impl, target) -> list[Obligation]:
     worst = [0] * len(target.levels)
 
     def walk(node, live):
-        if isinstance(node, Alloc):
-            li = target.level(node.new.level).index
+        allocs = [] if isinstance(node, SpecHole) else for_node(node).allocations(node, target)
+        if allocs:
             live = list(live)
-            live[li] += alloc_units(node, target)
+            for li, units in allocs:  # a move's buffer, a pipeline's intermediates
+                live[li] += units
         for i, v in enumerate(live):
             worst[i] = max(worst[i], v)
         for c in node.children:

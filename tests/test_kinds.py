@@ -233,7 +233,7 @@ def test_z3_refutes_a_view_past_the_operand(conv1):
             "kind_access(bad_b, x, (m, n)). kind_access(bad_b, o1, (m,)). kind_access(bad_b, o2, (m, n)). "
             "kind_value(bad_b, o1, x). kind_value(bad_b, o2, x). kind_combine(bad_b, o1, add). "
             "kind_combine(bad_b, o2, add).",
-            "have different shapes",
+            "have different ranks",
         ),
         (
             "kind(bad_c). kind_any_rank(bad_c). kind_operand(bad_c, 0, x). kind_operand(bad_c, 1, out). "

@@ -69,7 +69,7 @@ def test_paper_example_and_sugar():
         ("(MatmulAccum(1x4x4x16, (f33, RF, row_major)", "column 25", "dtype"),
         ("Matmul(4x4x, f32)", "column 12", "dimension size"),
         ("Matmul(4x4x4, f33)", "column 15", "a dtype (one of u8"),
-        ("Foo(4x4x4, f32)", "column 1", "a spec kind (one of Conv, ConvAccum, Matmul"),
+        ("Foo(4x4x4, f32)", "column 1", "Matmul, MatmulAccum"),
         (
             "(Matmul(1x4x4x4, (f32, GL, row_major, zz), (f32, GL, row_major), (f32, GL, row_major)), [1,1,1,1])",
             "column",

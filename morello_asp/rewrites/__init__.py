@@ -75,12 +75,13 @@ def families() -> list[Rewrite]:
 
 
 from .move import Move  # noqa: E402
+from .pipeline import PipelineFamily  # noqa: E402
 from .select import Select  # noqa: E402
 from .spatial_split import SpatialSplit  # noqa: E402
 from .tile import Tile  # noqa: E402
 from .to_accum import ToAccum  # noqa: E402
 
-for _f in (Tile(), ToAccum(), SpatialSplit(), Move(), Select()):
+for _f in (Tile(), ToAccum(), SpatialSplit(), Move(), Select(), PipelineFamily()):
     register(_f)
 
 __all__ = ["Action", "Rewrite", "family", "families", "for_atom", "for_node", "for_node_tag", "register", "split_term"]

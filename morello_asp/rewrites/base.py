@@ -85,6 +85,11 @@ class Rewrite(ABC):
     def cost(self, node: Impl, child_costs: list[int], target: Target) -> int:
         """The node's cost from its children's (paper 3: affine in them)."""
 
+    def allocations(self, node: Impl, target: Target) -> list[tuple[int, int]]:
+        """(level index, units) of each buffer the node allocates for its children's
+        lifetime (solver/verify.py adds them up along every path); none by default."""
+        return []
+
     def peak(self, node: Impl, child_peaks: list[tuple[int, ...]], target: Target) -> tuple[int, ...]:
         """Smallest per-level limits the node fits in: by default its children's
         (only a family that allocates adds to them)."""

@@ -97,6 +97,11 @@ class Move(Rewrite):
 
         return alloc_cost(node, target) + sum(child_costs)
 
+    def allocations(self, node, target):
+        from morello_asp.cost import alloc_units
+
+        return [(target.level(node.new.level).index, alloc_units(node, target))]
+
     def peak(self, node, child_peaks, target):
         """An alloc of u units needs u + pow2ceil(child need) at its level, because a
         child's limit is snapped down to a power of two after the allocation."""
@@ -198,7 +203,7 @@ class Move(Rewrite):
         import z3
 
         from morello_asp.layout import Layout
-        from morello_asp.solver.box_space import as_bool, ceil_div, mod
+        from morello_asp.solver.box_space import as_bool, mod, sym_units
         from morello_asp.solver.verify_boxes import value
 
         op, level, layout, v, dt = unpack(a)
@@ -219,12 +224,7 @@ class Move(Rewrite):
             obs.append(BoxObligation(f"{head}: {ob.what}", ob.status, ob.detail, seq))
         nb = (dt or sp.dtypes[op]).nbytes
         vol = sp.operand_volume(op)
-        units = {
-            "value": vol,
-            "vector": ceil_div(vol, v or 1),
-            "line": ceil_div(vol * nb, prover.target.line_bytes),
-            "byte": vol * nb,
-        }[lv.unit]
+        units = sym_units(prover.target, lv.unit, vol, nb, v)
         limit = sp.limits[lv.index]
         obs.append(
             prover.ob(

@@ -53,7 +53,7 @@ class ToAccum(Rewrite):
     def list_node(self, node, args, depth, out):
         out.line(depth, "block:", node)
         for c in node.stmts:  # the fill sees the output only
-            out.node(c, args if len(c.spec.operands) == len(args) else [args[node.spec.output]], depth + 1)
+            out.node(c, args if len(c.spec.operands) == len(args) else [args[node.spec.k.init_output]], depth + 1)
 
     def emit_c(self, node, views, em):
         from morello_asp.codegen.errors import CodegenError
@@ -62,7 +62,7 @@ class ToAccum(Rewrite):
             if len(c.spec.operands) == len(views):
                 em.emit(c, views)
             elif len(c.spec.operands) == 1:  # the fill writes the output only
-                em.emit(c, [views[node.spec.output]])
+                em.emit(c, [views[node.spec.k.init_output]])
             else:
                 raise CodegenError(f"cannot map the operands of {node.spec.short()} onto block child {c.spec.short()}")
 

@@ -1,0 +1,302 @@
+"""pipeline: a spec -> stages run one after the other, joined by intermediate buffers
+(paper 2.1). Logic files: encodings/rules/pipeline.lp (the action, its children and
+allocation, for every step), with the steps declared in encodings/rules/softmax.lp (the
+softmax decompositions) and encodings/rules/bufferize.lp (splitting a Compose). IR
+node: Pipeline.
+
+    Softmax1(x, out) --to_softmax_parts(RF, row_major)-->
+        pipeline (rdenom: (m×1, f32, RF)):
+            SoftmaxDenominatorAndUnscaled1(x, rdenom, out); DivideVecScalar1(out, rdenom, out)
+    Compose((Softmax2, Matmul))(a, b, out) --bufferize(0, L1, row_major)-->
+        pipeline (lx: (1×m×n, f32, L1)): Matmul(a, b, lx); Softmax2(lx, out)
+
+Action args: (step name, Compose cut index (0 for other steps), level of the
+intermediates ("" when there are none), their Layout (None), vector size (0)).
+Children are keyed by stage: 0, 1, ... in the order they run. The logic files say which
+operand of which stage is which buffer (pipe_wire/5); this module needs the same wiring
+to build the node: a Compose's from morello_asp/compose.py, every other step's from its
+pipe_wiring/4 declarations.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from morello_asp.errors import ScheduleError
+from morello_asp.ir import Pipeline
+
+from .action import Action
+from .base import Rewrite, split_term
+
+
+def action(step: str, level: str = "", layout=None, vector_size: int | None = None, index: int = 0) -> Action:
+    return Action("pipeline", (step, int(index), level.upper(), layout, vector_size or 0))
+
+
+@functools.cache
+def declared_wiring(key: tuple[str, ...]) -> dict[str, tuple[tuple[int, ...], ...]]:
+    """Step -> per stage, per operand: the spec's operand (>= 0) or -1 - T (intermediate
+    T), from the pipe_wiring/4 declarations of a target's logic files."""
+    import clingo
+
+    from morello_asp.solver.logic_files import engine_files
+    from morello_asp.target import get_target
+
+    ctl = clingo.Control(["--warn=none"])
+    for f in engine_files(get_target(key[0], key[1:]), ()):
+        ctl.load(str(f))
+    ctl.ground([("base", [])])
+    rows: dict[str, dict[tuple[int, int], int]] = {}
+    for a in ctl.symbolic_atoms.by_signature("pipe_wiring", 4):
+        sym, i, j, w = a.symbol.arguments
+        n = w.arguments[0].number
+        rows.setdefault(str(sym), {})[(i.number, j.number)] = n if w.name == "op" else -1 - n
+    out = {}
+    for step, cells in rows.items():
+        stages = max(i for i, _ in cells) + 1
+        out[step] = tuple(
+            tuple(cells[(i, j)] for j in range(max(jj for ii, jj in cells if ii == i) + 1)) for i in range(stages)
+        )
+    return out
+
+
+def wiring(spec, step: str, index: int) -> tuple[tuple[int, ...], ...]:
+    """How the stages of `step` on `spec` take their operands."""
+    if step == "bufferize":
+        from morello_asp.compose import cut
+
+        if not spec.k.is_compose:
+            raise ScheduleError(f"bufferize splits a Compose; {spec.short()} is not one")
+        c = cut(spec.k, index)
+        return (c.producer.wires, c.consumer.wires)
+    known = declared_wiring(spec.target.key)
+    if step not in known:
+        raise ScheduleError(
+            f"unknown pipeline step {step!r}; known: bufferize, {', '.join(sorted(known))} "
+            "(pipe_wiring/4 in the target's logic files)"
+        )
+    return known[step]
+
+
+def temp_rank(spec, step: str, index: int) -> int:
+    """Rank of the step's intermediates (bufferize: the Compose's intermediate; the
+    softmax steps: the spec's)."""
+    if step == "bufferize":
+        from morello_asp.compose import cut
+
+        return len(cut(spec.k, index).temp)
+    return len(spec.shape)
+
+
+def temp_dims(kind, step: str, index: int, rank: int):
+    """The intermediates' dimensions as accesses of the spec's (for memo boxes): a
+    Compose's from its cut; the declared steps' intermediates hold one value per scan
+    (the spec's shape, size one along its scan dimensions: rules/softmax.lp)."""
+    from morello_asp.kinds import Access
+
+    if step == "bufferize":
+        from morello_asp.compose import cut
+
+        return cut(kind, index).temp
+    scans = set(kind.scans(rank))
+    return tuple(Access(()) if d in scans else Access((d,)) for d in range(rank))
+
+
+class PipelineFamily(Rewrite):
+    name = "pipeline"
+    atoms = ("pipeline",)
+    node = Pipeline
+    node_tag = "pipeline"  # the node in program JSON
+
+    # ---- the logic files' side ----------------------------------------------------
+    def decode(self, spec, functor, args, ctx, requested):
+        step, sargs = split_term(args[0])
+        index = int(sargs[0]) if sargs else 0
+        level = "" if args[1] == "none" else args[1].upper()
+        layout = None if args[2] == "none" else ctx.ids.layouts[int(args[2])]
+        return Action("pipeline", (step, index, level, layout, int(args[3])))
+
+    def request(self, spec, action, ctx):
+        from morello_asp.layout import Layout
+
+        step, index, level, layout, v = action.args
+        wires = wiring(spec, step, index)
+        has_temps = any(w < 0 for ws in wires for w in ws)
+        term = f"bufferize({index})" if step == "bufferize" else step
+        if not has_temps:
+            if level:
+                raise ScheduleError(f"{step} allocates no intermediate: give no level")
+            return f"pipeline({term},none,none,0)", []
+        if not level:
+            raise ScheduleError(f"{step} allocates intermediates: give their level")
+        ctx.target.level(level)
+        rank = temp_rank(spec, step, index)
+        lay = layout if layout is not None else Layout.row_major(rank)
+        return f"pipeline({term},{level.lower()},{ctx.ids.id(lay)},{v or 0})", []
+
+    def matches(self, derived, wanted):
+        a, b = derived.args, wanted.args
+        lay_ok = b[3] is None or a[3] == b[3]
+        return a[0] == b[0] and a[1] == b[1] and a[2] == b[2].upper() and lay_ok and (a[4] or 0) == (b[4] or 0)
+
+    # ---- text and JSON ----------------------------------------------------------------
+    def text(self, action):
+        step, index, level, layout, v = action.args
+        args = [str(index)] if step == "bufferize" else []
+        if level:
+            args += [level, str(layout) if layout is not None else "row_major"]
+            if v:
+                args.append(f"v{v}")
+        return f"{step}({', '.join(args)})"
+
+    def args_to_json(self, action) -> dict[str, Any]:
+        step, index, level, layout, v = action.args
+        return {
+            "step": step,
+            "index": index,
+            "level": level,
+            "layout": None if layout is None else str(layout),
+            "layout_rank": None if layout is None else layout.full_contiguity(),
+            "vector_size": v,
+        }
+
+    def args_from_json(self, obj, ranks):
+        from morello_asp.layout import Layout
+
+        lay = obj.get("layout")
+        layout = None if lay is None else Layout.parse(lay, int(obj["layout_rank"]), validate=False)
+        return Action("pipeline", (obj["step"], int(obj["index"]), obj["level"], layout, int(obj["vector_size"])))
+
+    # ---- the IR -------------------------------------------------------------------------
+    def build(self, spec, exp, kids):
+        step, index = exp.action.args[0], exp.action.args[1]
+        wires = wiring(spec, step, index)
+        ntemps = -min((w for ws in wires for w in ws), default=0)
+        temps, shapes = [], []
+        for t in range(ntemps):
+            i, j = next((i, j) for i, ws in enumerate(wires) for j, w in enumerate(ws) if w == -1 - t)
+            temps.append(kids[i].spec.operands[j])
+            shapes.append(tuple(kids[i].spec.operand_shapes[j]))
+        return Pipeline(spec, step, index, tuple(kids), wires, tuple(temps), tuple(shapes))
+
+    def action_of(self, node):
+        t = node.temps[0] if node.temps else None
+        return Action(
+            "pipeline",
+            (
+                node.step,
+                node.index,
+                t.level if t else "",
+                t.layout if t else None,
+                (t.vector_size or 0) if t else 0,
+            ),
+        )
+
+    def cost(self, node, child_costs, target):
+        """The stages' costs: writing and reading the intermediates is theirs."""
+        return sum(child_costs)
+
+    def allocations(self, node, target):
+        from math import prod
+
+        return [
+            (target.level(ts.level).index, target.units(ts.level, prod(shp), ts.dtype.nbytes, ts.vector_size))
+            for ts, shp in zip(node.temps, node.temp_shapes)
+        ]
+
+    def peak(self, node, child_peaks, target):
+        """The intermediates take their units while every stage runs; the stages get
+        what is left, snapped down to a power of two (as a move's body)."""
+        from morello_asp.cost import pow2ceil
+
+        base = list(super().peak(node, child_peaks, target))
+        per: dict[int, int] = {}
+        for li, u in self.allocations(node, target):
+            per[li] = per.get(li, 0) + u
+        for li, u in per.items():
+            base[li] = u + pow2ceil(base[li])
+        return tuple(base)
+
+    def temp_names(self, node, out_fresh, prefix) -> list[str]:
+        names = []
+        for t in range(len(node.temps)):  # named as the last stage that reads it calls it
+            i, j = [(i, j) for i, ws in enumerate(node.wiring) for j, w in enumerate(ws) if w == -1 - t][-1]
+            stage = node.stages[i].spec
+            names.append(out_fresh(prefix(node.temps[t].level) + stage.k.params[j]))
+        return names
+
+    def list_node(self, node, args, depth, out):
+        from morello_asp.printer import tensor_text
+
+        names = self.temp_names(node, out.fresh, out.target.prefix)
+        binds = ", ".join(f"{n}: {tensor_text(ts, shp)}" for n, ts, shp in zip(names, node.temps, node.temp_shapes))
+        head = f"pipeline {self.text(self.action_of(node))}" + (f" ({binds})" if binds else "") + ":"
+        out.line(depth, head, node)
+        for stage, ws in zip(node.stages, node.wiring):
+            out.node(stage, [args[w] if w >= 0 else names[-1 - w] for w in ws], depth + 1)
+
+    def emit_c(self, node, views, em):
+        """Each intermediate is a new buffer (registers, stack or heap) in its own scope
+        around the stages, which run in order on their wired views."""
+        from morello_asp.codegen.emit import View
+        from morello_asp.expr import Const
+
+        names = self.temp_names(node, lambda n: n, lambda lv: "")
+        opened = []
+        tviews = []
+        for name, ts, shp in zip(names, node.temps, node.temp_shapes):
+            buf, heap = em.open_buffer(name, tuple(shp), ts, name, f"{node.step} intermediate")
+            opened.append((buf, heap))
+            tviews.append(View(buf, tuple(Const(0) for _ in shp), tuple(shp), ts))
+        for stage, ws in zip(node.stages, node.wiring):
+            em.out(f"/* {stage.spec.short()} */")
+            em.emit(stage, [views[w] if w >= 0 else tviews[-1 - w] for w in ws])
+        for buf, heap in reversed(opened):
+            em.close_buffer(buf, heap)
+
+    def node_to_json(self, node, rec):
+        return {
+            "node": "pipeline",
+            "step": node.step,
+            "index": node.index,
+            "wiring": [list(ws) for ws in node.wiring],
+            "temps": [ts.text() for ts in node.temps],
+            "temp_shapes": [list(s) for s in node.temp_shapes],
+            "stages": [rec(c) for c in node.stages],
+        }
+
+    def node_from_json(self, d, spec, rec):
+        from morello_asp.spec import parse_tensor_spec
+
+        shapes = tuple(tuple(s) for s in d["temp_shapes"])
+        temps = tuple(parse_tensor_spec(t, len(s)).canonical(s, spec.target) for t, s in zip(d["temps"], shapes))
+        return Pipeline(
+            spec,
+            d["step"],
+            int(d["index"]),
+            tuple(rec(c) for c in d["stages"]),
+            tuple(tuple(int(w) for w in ws) for ws in d["wiring"]),
+            temps,
+            shapes,
+        )
+
+    def rule_children_mismatch(self, spec, action, exp):
+        wires = wiring(spec, action.args[0], action.args[1])
+        if len(wires) != len(exp.children):
+            return f"the rules leave {len(exp.children)} stages, the wiring has {len(wires)}"
+        for i, (c, ws) in enumerate(zip(exp.children, wires)):
+            if len(ws) != len(c.operands):
+                return f"stage {i} ({c.kind}) has {len(c.operands)} operands, the wiring names {len(ws)}"
+        return None
+
+    # ---- proofs ---------------------------------------------------------------------------
+    def program_obligations(self, node, ctx):
+        from morello_asp.solver.pipeline_proofs import pipeline_obligations
+
+        return pipeline_obligations(node, ctx)
+
+    def box_obligations(self, prover, head, seq, sp, a):
+        from morello_asp.solver.pipeline_proofs import pipeline_box_obligations
+
+        return pipeline_box_obligations(prover, head, seq, sp, a)
