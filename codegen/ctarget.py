@@ -36,6 +36,8 @@ class CTarget:
     c_ops: dict = field(default_factory=dict)  # tgt_c_op/3: (operator, dtype) -> template
     c_consts: dict = field(default_factory=dict)  # tgt_c_const/3: (constant, dtype) -> C text
     kernel_headers: dict = field(default_factory=dict)  # tgt_c_kernel_header/2: kernel -> headers it needs
+    helpers: dict = field(default_factory=dict)  # tgt_c_helper/2: name -> C code (functions kernels call)
+    kernel_helpers: dict = field(default_factory=dict)  # tgt_c_kernel_helper/2: kernel -> helper names
 
     @property
     def native(self) -> bool:
@@ -169,6 +171,8 @@ def _ctarget(key: tuple[str, ...], rules: tuple[str, ...]) -> CTarget:
         c_ops={(str(o), str(d)): str(t) for o, d, t in rows.get("tgt_c_op", [])},
         c_consts={(str(c), str(d)): str(t) for c, d, t in rows.get("tgt_c_const", [])},
         kernel_headers=_headers_by_kernel(rows.get("tgt_c_kernel_header", [])),
+        helpers={str(n): str(c) for n, c in rows.get("tgt_c_helper", [])},
+        kernel_helpers=_headers_by_kernel(rows.get("tgt_c_kernel_helper", [])),
     )
 
 

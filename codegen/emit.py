@@ -86,6 +86,7 @@ class Emitter:
         self.env: dict[str, VarRange] = {}
         self.used: set[str] = set()
         self.headers: list[str] = []  # tgt_c_kernel_header/2 of the kernels emitted
+        self.helpers: list[str] = []  # tgt_c_kernel_helper/2 of the kernels emitted
         self.uses_omp = False
 
     # ---------------------------------------------------------------- helpers
@@ -248,6 +249,9 @@ class Emitter:
         for h in self.ct.kernel_headers.get(snake(node.kernel), ()):
             if h not in self.headers:
                 self.headers.append(h)
+        for h in self.ct.kernel_helpers.get(snake(node.kernel), ()):
+            if h not in self.helpers:
+                self.helpers.append(h)
         if "{point}" in text:
             text = text.replace("{point}", point_statement(spec, self.ct))
         ctx = KernelContext(self, spec, views, node.kernel)
@@ -481,8 +485,23 @@ def emit_function(impl: Impl, fname: str = "kernel", target: str | Target | None
     for line in post:
         em.out(line)
     head = [f"#include <{h}>" for h in em.headers if h not in ct.headers]
+    head += helper_code(ct, em.helpers)
     head += [f"/* {spec.text()} */", "__attribute__((noinline))", signature(spec, fname), "{"]
     return "\n".join(head + em.lines + ["}"]), em.uses_omp
+
+
+def helper_code(ct: CTarget, names: list[str]) -> list[str]:
+    """The target's C helpers (tgt_c_helper/2) the kernels emitted call, each guarded so
+    that one C file with several programs defines it once."""
+    out = []
+    for n in names:
+        if n not in ct.helpers:
+            raise CodegenError(
+                f"target {ct.target.name} names helper {n} (tgt_c_kernel_helper/2) but has no tgt_c_helper({n}, ...)"
+            )
+        guard = "MORELLO_HELPER_" + re.sub(r"\W", "_", n).upper()
+        out += [f"#ifndef {guard}", f"#define {guard}", ct.helpers[n], "#endif"]
+    return out
 
 
 def generate(impl: Impl, target: str | Target | None = None, rules=()) -> tuple[str, bool]:

@@ -220,10 +220,11 @@ class PipelineFamily(Rewrite):
 
     def temp_names(self, node, out_fresh, prefix) -> list[str]:
         names = []
-        for t in range(len(node.temps)):  # named as the last stage that reads it calls it
-            i, j = [(i, j) for i, ws in enumerate(node.wiring) for j, w in enumerate(ws) if w == -1 - t][-1]
-            stage = node.stages[i].spec
-            names.append(out_fresh(prefix(node.temps[t].level) + stage.k.params[j]))
+        for t in range(len(node.temps)):  # as the stage writing it calls it, unless that is just "out"
+            uses = [(i, j) for i, ws in enumerate(node.wiring) for j, w in enumerate(ws) if w == -1 - t]
+            called = [node.stages[i].spec.k.params[j] for i, j in uses]
+            name = called[0] if called[0] != "out" or len(called) == 1 else called[1]
+            names.append(out_fresh(prefix(node.temps[t].level) + name))
         return names
 
     def list_node(self, node, args, depth, out):
