@@ -53,3 +53,75 @@ def numpy_matmul_seconds(b: int, m: int, k: int, n: int, threads: int | None = 1
         check=True,
     )
     return float(r.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------- numpy beside any spec
+NUMPY_HELPERS = (
+    "def softmax(x, d):\n"
+    "    e = np.exp(x - x.max(axis=d, keepdims=True))\n"
+    "    e /= e.sum(axis=d, keepdims=True)\n"
+    "    return e\n"
+)
+
+
+def numpy_expression(spec) -> str | None:
+    """The spec as numpy idioms on its inputs `a0, a1, ...` (logical shapes), for timing
+    beside a program: matmuls, softmaxes and Compose chains of them; None for others."""
+    import re
+
+    k = spec.k
+    if k.is_compose:
+        from morello_asp.compose import component_specs
+
+        info = k.components
+        assert info is not None
+        src = {s: j for j, s in enumerate(info.sources)}
+        specs = component_specs(spec)
+        prev = ""
+        for c in range(len(info.parts) - 1, -1, -1):
+            args = [
+                f"a{src[(c, j)]}" if (c, j) in src else prev
+                for j in range(len(specs[c].operands))
+                if j not in specs[c].outputs
+            ]
+            e = _component_expression(specs[c].kind, args)
+            if e is None:
+                return None
+            prev = e
+        return prev
+    ins = [f"a{i}" for i in range(len(spec.operands)) if i not in spec.outputs]
+    return _component_expression(spec.kind, ins) if re.fullmatch(r"Matmul|Softmax\d+", spec.kind) else None
+
+
+def _component_expression(kind: str, args: list[str]) -> str | None:
+    if kind == "Matmul":
+        return f"np.matmul({args[0]}, {args[1]})"
+    if kind.startswith("Softmax") and kind[7:].isdigit():
+        return f"softmax({args[0]}, {int(kind[7:])})"
+    return None
+
+
+def numpy_seconds(spec, threads: int | None = 1) -> float | None:
+    """Median seconds per call of the spec's numpy expression (numpy_expression) on f32
+    inputs, BLAS on `threads` threads, in a fresh interpreter; None if it has none."""
+    import os
+    import subprocess
+    import sys
+
+    expr = numpy_expression(spec)
+    if expr is None:
+        return None
+    ins = [i for i in range(len(spec.operands)) if i not in spec.outputs]
+    env = dict(os.environ)
+    if threads is not None:
+        env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = str(threads)
+    shapes = {i: spec.operand_shapes[i] for i in ins}
+    code = (
+        "import numpy as np\nfrom morello_asp.codegen.baseline import time_python\n"
+        + NUMPY_HELPERS
+        + "rng = np.random.default_rng(0)\n"
+        + "".join(f"a{i} = rng.random({tuple(s)}, dtype=np.float32)\n" for i, s in shapes.items())
+        + f"print(time_python(lambda: {expr}))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return float(r.stdout.strip().splitlines()[-1])

@@ -158,7 +158,10 @@ class Kind:
         return self.combiners[self.outputs.index(out)]
 
     def user_files(self) -> tuple[str, ...]:
-        """The declaring file, for a kind not built in (engines that schedule the kind load it)."""
+        """The declaring file, for a kind not built in (engines that schedule the kind load it);
+        a Compose's are its components'."""
+        if self.components is not None:
+            return tuple(dict.fromkeys(f for p in self.components.parts for f in p.kind.user_files()))
         return () if Path(self.source) in builtin_files() else (self.source,)
 
     def describe(self) -> str:

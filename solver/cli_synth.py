@@ -82,9 +82,16 @@ def _run_and_bench(imp, args):
             print(f"ours:  {r} under {' '.join(emulator)} (an emulator: not a speed claim, no numpy comparison)")
             return 0
         print(f"ours:  {r}")
+        threads = None if args.numpy_threads == 0 else args.numpy_threads
+        if spec.kind not in ("Matmul", "MatmulAccum") and all(o.dtype.short == "f32" for o in spec.operands):
+            from morello_asp.codegen.baseline import numpy_expression, numpy_seconds
+
+            t = numpy_seconds(spec, threads)
+            if t is not None:
+                print(f"numpy: {per_call(t)}/iter ({numpy_expression(spec)}; BLAS threads: {threads or 'all'})")
+                print(f"ratio (numpy time / ours): {t / r.seconds:.2f}")
         if spec.kind in ("Matmul", "MatmulAccum") and spec.operands[0].dtype.short == "f32":
             b, m, k, n = spec.shape
-            threads = None if args.numpy_threads == 0 else args.numpy_threads
             t = numpy_matmul_seconds(b, m, k, n, threads)
             gf = 2 * b * m * k * n / t / 1e9
             print(

@@ -1,0 +1,215 @@
+"""The softmax family (encodings/kinds/softmax.lp) and its decompositions
+(encodings/rules/softmax.lp, pipeline steps): declared semantics against numpy written
+here independently, hand-scheduled programs with the AVX2 row kernels compiled, run
+against a float64 softmax and proved by z3, and (slow) every kind of the family
+synthesized at small odd sizes.
+
+Tolerance: a program's output is compared with the float64 result; it may differ by
+4 * eps(f32) * n * max(1, max |want|) where n is the number of values each output value
+sums or reads whole (the scan dimension for a softmax: codegen/reference.py, tolerance).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from morello_asp import parse_spec
+from morello_asp.codegen.reference import random_operands, reference, tolerance
+from morello_asp.errors import ScheduleError
+from morello_asp.solver.verify import verify
+from morello_asp.synthesis import synthesize
+
+
+def softmax64(x: np.ndarray, axis: int) -> np.ndarray:
+    """scipy.special.softmax, in float64."""
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def close(got, want, spec) -> None:
+    tol = tolerance(spec, np.asarray(want, dtype=np.float32))
+    err = float(np.abs(np.asarray(got, np.float64) - np.asarray(want, np.float64)).max())
+    assert err <= tol, f"max |error| {err} > tolerance {tol}"
+
+
+# ------------------------------------------------------------------ declarations
+def test_family_text_round_trips_and_shapes():
+    for text, shapes in [
+        ("Softmax1(3x5, f32)", [(3, 5), (3, 5)]),
+        ("Max1(3x5, f32)", [(3, 5), (3, 1)]),
+        ("MaxAccum0(3x5, f32)", [(3, 5), (1, 5)]),
+        ("SoftmaxDenominator2(2x3x4, f32)", [(2, 3, 4), (2, 3, 1), (2, 3, 1)]),
+        ("SoftmaxDenominatorAndUnscaled1(3x5, f32)", [(3, 5), (3, 1), (3, 5)]),
+        ("SoftmaxComplete1(3x5, f32)", [(3, 5), (3, 1), (3, 1), (3, 5)]),
+        ("DivideVecScalar1(3x5, f32)", [(3, 5), (3, 1), (3, 5)]),
+        ("Broadcast0(3x5, f32)", [(1, 5), (3, 5)]),
+        ("FillNegInf(3x5, f32)", [(3, 5)]),
+    ]:
+        s = parse_spec(text)
+        assert [tuple(x) for x in s.operand_shapes] == shapes, text
+        assert parse_spec(s.text()) == s
+    with pytest.raises(Exception, match="at least 3 dimensions"):
+        parse_spec("Softmax2(3x5, f32)")
+
+
+def test_declared_semantics_match_numpy():
+    rng = np.random.default_rng(3)
+    x = (rng.random((3, 7)) * 8 - 4).astype(np.float32)
+    s = parse_spec("Softmax1(3x7, f32)")
+    close(reference(s, x, np.zeros_like(x)), softmax64(x, 1), s)
+    s0 = parse_spec("Softmax0(3x7, f32)")
+    close(reference(s0, x, np.zeros_like(x)), softmax64(x, 0), s0)
+    m = x.max(axis=1, keepdims=True)
+    np.testing.assert_array_equal(reference(parse_spec("Max1(3x7, f32)"), x, np.zeros((3, 1), np.float32)), m)
+    acc = np.full((3, 1), 1.5, np.float32)
+    np.testing.assert_array_equal(reference(parse_spec("MaxAccum1(3x7, f32)"), x, acc), np.maximum(acc, m))
+    d = np.exp(x - m).sum(axis=1, keepdims=True)
+    got = reference(parse_spec("SoftmaxDenominator1(3x7, f32)"), x, m, np.zeros((3, 1), np.float32))
+    np.testing.assert_allclose(got, d, rtol=1e-5)
+    den, un = reference(
+        parse_spec("SoftmaxDenominatorAndUnscaled1(3x7, f32)"), x, np.zeros((3, 1), np.float32), np.zeros_like(x)
+    )
+    np.testing.assert_allclose(un, np.exp(x - m), rtol=1e-5)
+    np.testing.assert_allclose(den, d, rtol=1e-5)
+    mx, den2 = reference(
+        parse_spec("SoftmaxDenominatorAndMax1(3x7, f32)"), x, np.zeros((3, 1), np.float32), np.zeros((3, 1), np.float32)
+    )
+    np.testing.assert_array_equal(mx, m)
+    np.testing.assert_allclose(den2, d, rtol=1e-5)
+    got = reference(parse_spec("SoftmaxComplete1(3x7, f32)"), x, m, d.astype(np.float32), np.zeros_like(x))
+    close(got, softmax64(x, 1), s)
+    np.testing.assert_allclose(
+        reference(parse_spec("DivideVecScalar1(3x7, f32)"), x, d.astype(np.float32), np.zeros_like(x)), x / d, rtol=1e-6
+    )
+    b = reference(parse_spec("Broadcast1(3x7, f32)"), m, np.zeros_like(x))
+    np.testing.assert_array_equal(b, np.broadcast_to(m, x.shape))
+
+
+def test_scan_dimension_is_never_tiled():
+    s = parse_spec("Softmax1(4x8, f32)")
+    with pytest.raises(ScheduleError, match="reads whole"):
+        s.tile([4, 4])
+    assert s.tile([2, 8]).spec == s
+
+
+# ------------------------------------------------------------ hand schedules, run
+def _accum_row(spec, fill: str, moves: list[int], kernel: str):
+    """to_accum, the fill by `fill`, the accumulation on rows moved to L1 by `kernel`."""
+
+    def body(a):
+        for op in moves:
+            a = a.move_param(op, "L1")
+        return a.select(kernel)
+
+    return spec.to_accum().subschedule([0], lambda f: f.select(fill)).subschedule([1], body)
+
+
+def _unscaled_row(row):
+    """Softmax on one row: to_softmax_parts, then Max, exp-store-sum and a scaled store,
+    each an AVX2 row kernel (the program the search finds for long rows)."""
+    return (
+        row.to_softmax_parts("RF")
+        .subschedule([0], lambda x: x.to_max_and_unscaled("RF"))
+        .subschedule([0, 0], lambda m: _accum_row(m, "Point", [0], "VectorMaxLoop"))
+        .subschedule([0, 1], lambda d: _accum_row(d, "ValueZero", [0, 3], "VectorSoftmaxDenominatorAndUnscaledLoop"))
+        .subschedule([1], lambda d: d.move_param(0, "L1").move_param(2, "L1").select("VectorDivideScalarLoop"))
+    )
+
+
+def _recompute_row(row):
+    """Softmax on one row the other way: maxima and denominators, then exp again."""
+    return (
+        row.to_softmax_parts_recompute("RF")
+        .subschedule([0], lambda x: x.to_max_and_denominator())
+        .subschedule([0, 0], lambda m: _accum_row(m, "Point", [0], "VectorMaxLoop"))
+        .subschedule([0, 1], lambda d: _accum_row(d, "ValueZero", [0], "VectorSoftmaxDenominatorLoop"))
+        .subschedule([1], lambda c: c.move_param(0, "L1").move_param(3, "L1").select("VectorSoftmaxCompleteLoop"))
+    )
+
+
+def test_hand_scheduled_softmax_runs_and_is_proved(tmp_path):
+    """Both decompositions on rows of 21 (two vectors, then a scalar tail), compiled in
+    one module, run against float64, proved; a program saved and loaded is the same."""
+    from morello_asp.codegen.api import compile_many
+    from morello_asp.serialize import load, save
+
+    s = parse_spec("Softmax1(3x21, f32)")
+    progs = [s.tile([1, 21]).subschedule([0], sched) for sched in (_unscaled_row, _recompute_row)]
+    text = str(progs[0])
+    assert "pipeline to_softmax_parts(RF, row_major) (rdenom: (1×1, f32, RF))" in text
+    assert "VectorDivideScalarLoop(lout1, rdenom, lout2)" in text  # in place: out is x and out
+    c = progs[1].to_c()
+    assert "avx2_exp_ps" in c and c.count("#define MORELLO_HELPER_AVX2_EXP") == 1
+    x = (np.random.default_rng(1).random((3, 21)) * 20 - 10).astype(np.float32)
+    for prog, fn in zip(progs, compile_many(progs)):
+        assert prog.is_complete
+        close(fn(x), softmax64(x, 1), s)
+        rep = verify(prog)
+        assert rep.ok, str(rep)
+    save(progs[0], tmp_path / "p.json")
+    back = load(tmp_path / "p.json")
+    assert str(back) == text and back.to_c() == progs[0].to_c()
+
+
+def test_pipeline_memory_is_counted_and_limited():
+    """The intermediates take their level's units while every stage runs: a limit one
+    short of them refuses the step, and verify sums them along every path."""
+    s = parse_spec("(Softmax1(1x8, (f32, GL, row_major), (f32, GL, row_major), serial), [16, 16, 1024, 1024])")
+    prog = s.to_softmax_parts("L1")  # one line of L1 for the 1x1 denominator
+    assert prog.cost.peak[2] == 1
+    tight = parse_spec("(Softmax1(1x8, (f32, GL, row_major), (f32, GL, row_major), serial), [16, 16, 0, 1024])")
+    with pytest.raises(ScheduleError, match="needs 1 lines of L1"):
+        tight.to_softmax_parts("L1")
+
+
+def test_in_place_on_a_reducing_stage_is_refuted():
+    """Passing one buffer as input and output of a stage that reads along what it writes
+    (not pointwise) is refused by the proof."""
+    from dataclasses import replace
+
+    s = parse_spec("Softmax1(2x8, f32)")
+    prog = s.to_softmax_parts("GL")
+    wrong = replace(prog, wiring=((1, -1, 1), (1, -1, 1)))  # the unscaled stage reads out as x
+    rep = verify(wrong)
+    assert not rep.ok
+    assert any(o.status == "refuted" and "safe in place" in o.what for o in rep.obligations), str(rep)
+
+
+# --------------------------------------------------------------------- synthesis
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Softmax1(3x21, f32)",
+        "Softmax0(5x3, f32)",
+        "Softmax2(2x3x9, f32)",
+        "Max1(3x11, f32)",
+        "SoftmaxDenominator1(3x9, f32)",
+        "SoftmaxDenominatorAndMax1(3x9, f32)",
+        "SoftmaxDenominatorAndUnscaled1(3x9, f32)",
+        "SoftmaxDenominatorAndUnscaledFromMax1(3x9, f32)",
+        "SoftmaxComplete1(3x9, f32)",
+        "DivideVecScalar1(3x9, f32)",
+        "Broadcast0(3x5, f32)",
+        "DivideVec(3x5, f32)",
+        "FillNegInf(3x5, f32)",
+    ],
+)
+def test_every_family_kind_synthesizes_and_runs(text):
+    imp = synthesize(text)
+    fn = imp.compile()
+    spec = imp.spec
+    ops = random_operands(spec, seed=2)
+    outs = spec.outputs
+    want = reference(spec, *ops)
+    got = fn(
+        *[a for i, a in enumerate(ops) if i not in outs],
+        out=tuple(ops[o].copy() for o in outs) if len(outs) > 1 else ops[outs[0]].copy(),
+    )
+    for g, w in zip(got if len(outs) > 1 else [got], want if len(outs) > 1 else [want]):
+        close(g, w, spec)
+    if spec.kind.startswith("Softmax") and spec.kind[7:].isdigit():
+        close(got, softmax64(ops[0], int(spec.kind[7:])), spec)
+    assert verify(imp).ok
