@@ -1,0 +1,253 @@
+"""Softmax and softmax(A @ B): synthesized programs beside numpy and torch, one thread.
+
+    python benchmarks/softmax.py --suite standard [--db F] [--plot softmax.png]
+    python benchmarks/softmax.py --only 128x1024 softmax128x64x1024
+
+Every spec is synthesized (from the memo table --db when it has it), compiled, checked
+against a float64 softmax (or float64 softmax(A @ B)) within the tolerance of
+codegen/reference.py, then timed in interleaved rounds (each contender once per round,
+median per contender) beside numpy (exp and sum along the row, OpenBLAS on one thread)
+and torch.softmax (torch.set_num_threads(1)). For softmax(A @ B) a fourth contender is
+the same two specs synthesized separately (Matmul, then Softmax2 on its output) and run
+one after the other: what fusing them buys, measured. Times are medians; the table
+gives ratios, other contender's time over ours (> 1: ours is faster), and names the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+os.environ["OPENBLAS_NUM_THREADS"] = "1"  # must precede numpy's import
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Case:
+    label: str
+    rows: int
+    cols: int
+    k: int = 0  # > 0: softmax(A @ B) with A rows x k, B k x cols
+
+    @property
+    def spec(self) -> str:
+        if self.k:
+            return f"Compose((Softmax2, Matmul), [1x{self.rows}x{self.k}, 1x{self.k}x{self.cols}], f32)"
+        return f"Softmax1({self.rows}x{self.cols}, f32)"
+
+
+SUITES = {
+    "standard": [
+        Case("1x16384", 1, 16384),
+        Case("128x1024", 128, 1024),
+        Case("512x512", 512, 512),
+        Case("64x4096", 64, 4096),
+        Case("softmax128x64x1024", 128, 1024, 64),
+        Case("softmax512x64x512", 512, 512, 64),
+    ],
+    "small": [Case("8x512", 8, 512), Case("softmax16x16x128", 16, 128, 16)],
+}
+
+
+def cpu_name() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown CPU"
+    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    name = fields.get("Model name", "unknown CPU").strip()
+    l1 = fields.get("L1d cache", "").strip()
+    return f"{name}{f', L1d {l1}' if l1 else ''}"
+
+
+def load_average() -> str:
+    try:
+        return " ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def softmax64(x: np.ndarray, axis: int) -> np.ndarray:
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def numpy_softmax(x: np.ndarray, axis: int, out: np.ndarray) -> np.ndarray:
+    np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
+    np.exp(out, out=out)
+    out /= out.sum(axis=axis, keepdims=True)
+    return out
+
+
+def best_time(fn, min_time: float = 0.02) -> float:
+    """Seconds per call of fn(): calls repeated for min_time, best of three."""
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    iters = max(1, int(min_time / max(time.perf_counter() - t0, 1e-9)))
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / iters)
+    return best
+
+
+def synthesize_case(case: Case, db: str, log):
+    from morello_asp.synthesis import synthesize
+
+    t0 = time.perf_counter()
+    imp = synthesize(case.spec, db=db)
+    log(f"{case.label}: synthesized in {time.perf_counter() - t0:.1f} s, cost {imp.cost.main:,}")
+    sep = None
+    if case.k:  # the same two specs, synthesized separately
+        mm = synthesize(f"Matmul(1x{case.rows}x{case.k}x{case.cols}, f32)", db=db)
+        sm = synthesize(f"Softmax2(1x{case.rows}x{case.cols}, f32)", db=db)
+        sep = (mm, sm)
+        log(f"{case.label}: separate Matmul and Softmax2 synthesized (costs {mm.cost.main:,} + {sm.cost.main:,})")
+    return imp, sep
+
+
+def run_case(case: Case, db: str, rounds: int, use_torch: bool, log):
+    from morello_asp.codegen.api import compile_many
+    from morello_asp.codegen.reference import tolerance
+
+    imp, sep = synthesize_case(case, db, log)
+    progs = compile_many([imp, *(sep or ())])
+    fn = progs[0]
+    rng = np.random.default_rng(0)
+    if case.k:
+        a = (rng.random((case.rows, case.k), dtype=np.float32) * 2 - 1).astype(np.float32)
+        b = (rng.random((case.k, case.cols), dtype=np.float32) * 2 - 1).astype(np.float32)
+        inputs = (a, b)
+        want = softmax64(a.astype(np.float64) @ b, 1)
+    else:
+        x = (rng.random((case.rows, case.cols), dtype=np.float32) * 20 - 10).astype(np.float32)
+        inputs = (x,)
+        want = softmax64(x, 1)
+    out = np.empty((case.rows, case.cols), np.float32)
+    got = fn(*inputs).reshape(case.rows, case.cols)
+    tol = float(tolerance(imp.spec, want.astype(np.float32)))
+    err = float(np.abs(got.astype(np.float64) - want).max())
+    if not err <= tol:
+        raise SystemExit(f"{case.label}: differs from float64 softmax by {err:.3g} > {tol:.3g}")
+    contenders: dict[str, object] = {}
+    # ours through the C timing loop (no Python call in the timing); the separate pair as
+    # the sum of its two programs' times, each timed the same way
+    contenders["ours"] = lambda: fn.benchmark(reps=3, min_time=0.02).seconds
+    if sep is not None:
+        mmf, smf = progs[1], progs[2]
+        mid = smf(mmf(*inputs))
+        if not float(np.abs(mid.astype(np.float64) - want).max()) <= tol:
+            raise SystemExit(f"{case.label}: the separately synthesized pair differs from float64")
+        contenders["separate"] = lambda: (
+            mmf.benchmark(reps=3, min_time=0.02).seconds + smf.benchmark(reps=3, min_time=0.02).seconds
+        )
+        contenders["numpy"] = lambda: best_time(lambda: numpy_softmax(np.matmul(*inputs, out=out), 1, out))
+    else:
+        contenders["numpy"] = lambda: best_time(lambda: numpy_softmax(inputs[0], 1, out))
+    if use_torch:
+        import torch
+
+        tin = [torch.from_numpy(x) for x in inputs]
+        tout = torch.from_numpy(out)
+        if case.k:
+            tmid = torch.empty((case.rows, case.cols), dtype=torch.float32)
+            tfn = lambda: torch.softmax(torch.matmul(tin[0], tin[1], out=tmid), 1, out=tout)  # noqa: E731
+        else:
+            tfn = lambda: torch.softmax(tin[0], 1, out=tout)  # noqa: E731
+        np.testing.assert_allclose(tfn().numpy(), want, atol=1e-5)
+        contenders["torch"] = lambda: best_time(tfn)
+    times: dict[str, list[float]] = {k: [] for k in contenders}
+    for _ in range(rounds):
+        for k, f in contenders.items():
+            times[k].append(f())  # type: ignore[operator]
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {"case": case, "err": err, "tol": tol, "times": med, "program": imp}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="softmax: morello-asp vs numpy and torch, single-threaded")
+    ap.add_argument("--suite", choices=sorted(SUITES), default="standard")
+    ap.add_argument("--only", nargs="+", metavar="LABEL", help="cases to run, e.g. 128x1024 softmax128x64x1024")
+    ap.add_argument("--db", default=os.path.join(os.path.dirname(__file__), ".softmax.db"), help="memo table")
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds")
+    ap.add_argument("--no-torch", action="store_true", help="compare with numpy only")
+    ap.add_argument("--plot", help="write a bar chart of the ratios to this PNG")
+    ap.add_argument("--show", action="store_true", help="print each synthesized program")
+    args = ap.parse_args(argv)
+    cases = SUITES[args.suite]
+    if args.only:
+        cases = [c for c in SUITES["standard"] + SUITES["small"] if c.label in set(args.only)]
+        if not cases:
+            raise SystemExit(f"--only {' '.join(args.only)}: no such case")
+    use_torch = not args.no_torch
+    if use_torch:
+        try:
+            import torch
+
+            torch.set_num_threads(1)
+        except ImportError:
+            print("torch is not installed (pip install -e '.[bench]'): comparing with numpy only", file=sys.stderr)
+            use_torch = False
+
+    def log(t):
+        print(t, file=sys.stderr, flush=True)
+
+    results = [run_case(c, args.db, args.rounds, use_torch, log) for c in cases]
+    print(f"CPU: {cpu_name()}; load average at the end: {load_average()}; one thread each; median of {args.rounds}")
+    head = f"{'case':>20} {'ours':>11} {'numpy/ours':>10}"
+    head += f" {'torch/ours':>10}" if use_torch else ""
+    head += f" {'separate/ours':>13} {'max |err|':>9} {'tolerance':>9}"
+    print(head)
+    for r in results:
+        t = r["times"]
+        line = f"{r['case'].label:>20} {t['ours'] * 1e6:>8.1f} us {t['numpy'] / t['ours']:>10.2f}"
+        line += f" {t['torch'] / t['ours']:>10.2f}" if use_torch else ""
+        sep = f"{t['separate'] / t['ours']:.2f}" if "separate" in t else "-"
+        line += f" {sep:>13} {r['err']:>9.2g} {r['tol']:>9.2g}"
+        print(line)
+        if args.show:
+            print(r["program"])
+    if args.plot:
+        plot(args.plot, results, use_torch)
+    return 0
+
+
+def plot(path: str, results, use_torch: bool) -> None:
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit("--plot needs matplotlib: pip install -e '.[bench]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = ["numpy"] + (["torch"] if use_torch else []) + ["separate"]
+    x = np.arange(len(results))
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(results)), 3.8))
+    w = 0.8 / len(keys)
+    for i, k in enumerate(keys):
+        vals = [r["times"][k] / r["times"]["ours"] if k in r["times"] else 0 for r in results]
+        ax.bar(x + (i - (len(keys) - 1) / 2) * w, vals, w, label=f"{k} time / ours")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(x, [r["case"].label for r in results], fontsize=7)
+    ax.set_ylabel("speed-up of morello-asp")
+    ax.set_title(cpu_name(), fontsize=8)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
