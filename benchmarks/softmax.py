@@ -62,10 +62,11 @@ def cpu_name() -> str:
         out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown CPU"
-    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-    name = fields.get("Model name", "unknown CPU").strip()
-    l1 = fields.get("L1d cache", "").strip()
-    return f"{name}{f', L1d {l1}' if l1 else ''}"
+    fields = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.splitlines() if ":" in line)}
+    name = fields.get("Model name", "unknown CPU")
+    fam = f" (family {fields['CPU family']} model {fields.get('Model', '?')})" if "CPU family" in fields else ""
+    l1 = fields.get("L1d cache", "")
+    return f"{name}{fam}{f', L1d {l1}' if l1 else ''}"
 
 
 def load_average() -> str:

@@ -17,6 +17,7 @@ from morello_asp.codegen.api import compile_many
 from morello_asp.codegen.reference import reference, tolerance
 from morello_asp.compose import dataflow_graph, execution_order
 from morello_asp.errors import ScheduleError, SpecError
+from morello_asp.serialize import from_json, to_json
 from morello_asp.solver.verify import verify
 from morello_asp.synthesis import synthesize
 
@@ -124,6 +125,7 @@ def test_fused_and_bufferized_chains_run_and_are_proved():
     for prog in (fused, chain):
         rep = verify(prog)
         assert rep.ok, str(rep)
+        assert str(from_json(to_json(prog))) == str(prog)
         assert any("the stages write every point of output" in o.what for o in rep.obligations)
 
 
