@@ -27,6 +27,14 @@ from .emit import bench_function, bench_signature, emit_function, generate, para
 from .reference import flops, random_operands, reference, tolerance
 
 
+def max_error(got: np.ndarray, want: np.ndarray) -> float:
+    """Largest |got - want|, equal values (infinities included: FillNegInf) counting 0."""
+    g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    with np.errstate(invalid="ignore"):
+        diff = np.where(g == w, 0.0, np.abs(g - w))
+    return float(np.nan_to_num(diff, nan=np.inf).max(initial=0.0))
+
+
 def per_call(seconds: float) -> str:
     """Microseconds for tiny programs, milliseconds for big ones."""
     return f"{seconds * 1e6:.3f} us" if seconds < 1e-3 else f"{seconds * 1e3:.3f} ms"
@@ -171,9 +179,7 @@ class Program:
         given = tuple(ops[o].copy() for o in outs)
         got = self(*[a for i, a in enumerate(ops) if i not in outs], out=given if len(outs) > 1 else given[0])
         gots = list(got) if len(outs) > 1 else [got]
-        err = max(
-            float(np.abs(g.astype(np.float64) - w.astype(np.float64)).max(initial=0.0)) for g, w in zip(gots, wants)
-        )
+        err = max(max_error(g, w) for g, w in zip(gots, wants))
         return err, max(tolerance(spec, w) for w in wants)
 
     # ------------------------------------------------------------ timing

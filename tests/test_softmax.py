@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from morello_asp import parse_spec
+from morello_asp.codegen.api import max_error
 from morello_asp.codegen.reference import random_operands, reference, tolerance
 from morello_asp.errors import ScheduleError
 from morello_asp.solver.verify import verify
@@ -30,7 +31,7 @@ def softmax64(x: np.ndarray, axis: int) -> np.ndarray:
 
 def close(got, want, spec) -> None:
     tol = tolerance(spec, np.asarray(want, dtype=np.float32))
-    err = float(np.abs(np.asarray(got, np.float64) - np.asarray(want, np.float64)).max())
+    err = max_error(got, want)
     assert err <= tol, f"max |error| {err} > tolerance {tol}"
 
 
