@@ -282,7 +282,7 @@ def plot(path: str, results, use_torch: bool) -> None:
         vals = [r["times"][k] / r["times"]["ours"] if k in r["times"] else 0 for r in results]
         ax.bar(x + (i - (len(keys) - 1) / 2) * w, vals, w, label=f"{k} time / ours")
     ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_xticks(x, [r["case"].label for r in results], fontsize=7)
+    ax.set_xticks(x, [r["case"].label for r in results], fontsize=7, rotation=15)
     ax.set_ylabel("speed-up of morello-asp")
     ax.set_title(cpu_name(), fontsize=8)
     ax.legend(fontsize=8)
