@@ -80,7 +80,9 @@ def register(sub) -> None:
         help="group each stage's roots into about N tasks (default 8; 0: one task per root); tables of runs "
         "with different N hold the same answers in another order",
     )
-    p.add_argument("--resume", action="store_true", help="continue the unfinished precompute recorded in --db")
+    p.add_argument(
+        "--resume", action="store_true", help="continue the unfinished precompute of this grid recorded in --db, if any"
+    )
     p.add_argument(
         "--restart",
         action="store_true",

@@ -510,6 +510,7 @@ class Report:
     executor: str = "local"
     resumed_at: int | None = None
     stage_sizes: list[int] = field(default_factory=list)
+    task_times: list[tuple[int, int, float]] = field(default_factory=list)  # (stage, task, seconds in the worker)
 
     @property
     def rate(self) -> float:
@@ -573,8 +574,8 @@ def precompute(
     `db`, stage by stage, with `workers` processes of the local executor (default: one
     per core) or an existing Ray cluster (`executor="ray"`: RAY_ADDRESS or the cluster
     `ray start` made here; or its address: "HOST:PORT", "ray://HOST:10001").
-    `resume` continues an unfinished run of the same grid (and insists there is one);
-    `restart` drops an unfinished run's staged answers first. `tasks_per_stage`: how many
+    `resume` continues an unfinished run of the same grid if there is one (without it,
+    an unfinished run is refused); `restart` drops an unfinished run's staged answers. `tasks_per_stage`: how many
     tasks a stage's roots are grouped into (0: one task per root); it shapes the table's
     order, so tables compare equal only between runs with the same value."""
     from morello_asp.target import as_target
@@ -663,9 +664,7 @@ def precompute(
 def _check_progress(state, fp, describe, db, resume, restart, nstages) -> int | None:
     """The stage to continue from (None: start afresh), or an error saying why not."""
     unfinished = bool(state) and state.get("finished") != "1"
-    if not unfinished:
-        if resume:
-            raise InputError(f"nothing to resume in {db}: it records no unfinished precompute (run without --resume)")
+    if not unfinished:  # --resume with nothing to resume simply starts
         return None
     if restart:
         return None
@@ -763,6 +762,7 @@ def _run_stages(memo, ex, stages, start, staged, validator, report, progress, t0
                     report.tasks += len(task)
                     report.decisions += len(rows)
                     report.task_seconds += float(stats.get("seconds", 0.0))
+                    report.task_times.append((si, i, float(stats.get("seconds", 0.0))))
                     report.classes += int(stats.get("classes", 0))
                     tally.finished(task)
                     progress.show(tally.line())

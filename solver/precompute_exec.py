@@ -433,23 +433,23 @@ class LocalRayCluster:
         import tempfile
         from pathlib import Path
 
-        import_ray()
         if not only_loopback():
             raise InputError(
                 "a local Ray cluster starts only in a network namespace with no interface but loopback "
                 "(run under `unshare -n`, see precompute_exec.isolated): Ray's servers listen on every interface"
             )
-        exe = Path(sys.executable).parent / "ray"
-        ray_cli = str(exe) if exe.exists() else shutil.which("ray")
-        if ray_cli is None:
-            raise InputError(RAY_MISSING)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         self.tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
         self.address = f"127.0.0.1:{port}"
         self.env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), "RAY_USAGE_STATS_ENABLED": "0"}
-        os.environ.update(self.env)
+        os.environ.update(self.env)  # before ray is imported here: it reads them once
+        import_ray()
+        exe = Path(sys.executable).parent / "ray"
+        ray_cli = str(exe) if exe.exists() else shutil.which("ray")
+        if ray_cli is None:
+            raise InputError(RAY_MISSING)
         log = Path(self.tmp) / "start.log"
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(
