@@ -123,7 +123,8 @@ def main() -> int:
                 results[(e, w)].append((wall, rep))
                 print(
                     f"round {r + 1} {e} x{w}: {wall:.1f} s, {rep.decisions:,} decisions, "
-                    f"{rep.decisions / wall:,.0f}/s, {rep.task_seconds:.1f} s in tasks, load {load()}",
+                    f"{rep.decisions / wall:,.0f}/s, {rep.task_seconds:.1f} s in tasks, driver CPU "
+                    f"{rep.driver_cpu:.1f} s, load {load()}",
                     flush=True,
                 )
                 for f in tmp.glob(f"{e}-{w}-{r}.db*"):

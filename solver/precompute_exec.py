@@ -204,8 +204,9 @@ class LocalExecutor:
                 p.conn.send(None)
             except OSError:
                 pass
+        deadline = time.monotonic() + 1.0  # a worker in the middle of a task is not waited for
         for p in self.procs:
-            p.proc.join(2)
+            p.proc.join(max(0.0, deadline - time.monotonic()))
             if p.proc.is_alive():
                 p.proc.kill()
                 p.proc.join(2)

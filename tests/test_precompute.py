@@ -21,6 +21,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from test_interrupt import alive, children  # process helpers (tests/ is on sys.path)
 
 from morello_asp.errors import InputError, MemoError, MorelloError
 from morello_asp.solver import precompute as pc
@@ -292,26 +293,6 @@ def reference4(tmp_path_factory) -> list:
     r = run_cli("precompute", "--db", str(db), "--workers", "1", *GRID4)
     assert r.returncode == 0, r.stderr
     return rows(db)
-
-
-def children(pid: int) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                stat = (d / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                out.append(int(d.name))
-    return out
-
-
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def start_and_wait(db: Path, until, workers: int = 2) -> tuple[subprocess.Popen, list[int]]:
