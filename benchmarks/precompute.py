@@ -16,15 +16,18 @@ own whose only interface is loopback (`unshare -n`, as root), where it starts a 
 with `ray start` (2 CPUs, token authentication, no dashboard) and stops it at the end;
 nothing outside this machine can reach it.
 
-Per-task overhead, two ways: the round trip of an empty task (driver -> worker ->
-driver, measured with 200 pings), and (wall x workers - time spent inside tasks) /
-tasks, which also counts the workers' idle time at the ends of stages.
+Per-task overhead: the round trip of an empty task (driver -> worker -> driver, 200
+pings). "Workers busy" is the time spent inside tasks over wall time x workers (what
+remains is overhead and waiting at the ends of stages). On a shared machine other work
+slows every task down; "at equal task speed" is the speedup the run would have had if its
+tasks had run as fast as with 1 worker: workers x busy / busy with 1 worker.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sqlite3
 import statistics
 import subprocess
@@ -93,6 +96,10 @@ def main() -> int:
         env = {**os.environ, NETNS_FLAG: "1"}
         return subprocess.call(isolated([sys.executable, *sys.argv]), env=env)
 
+    def stop(signum, frame):  # SIGTERM as Ctrl-C: the Ray cluster is stopped on the way out
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
     configs = [(e, w) for e in args.executors for w in args.workers]
     grid = Grid(("matmul",), ("f32",), args.max_size)
     print(f"# precompute benchmark: Matmul f32 up to {args.max_size}, {len(grid.roots())} root specs")
@@ -116,15 +123,16 @@ def main() -> int:
                 rep = precompute(grid, db, executor=executor(e, w, address), tasks_per_stage=args.tasks_per_stage)
                 wall = time.perf_counter() - t0
                 got = rows(db)
-                if first is None:
-                    first = got
-                elif got != first:
-                    identical = False
+                same = first is None or got == first
+                first = got if first is None else first
+                identical = identical and same
                 results[(e, w)].append((wall, rep))
                 print(
                     f"round {r + 1} {e} x{w}: {wall:.1f} s, {rep.decisions:,} decisions, "
                     f"{rep.decisions / wall:,.0f}/s, {rep.task_seconds:.1f} s in tasks, driver CPU "
-                    f"{rep.driver_cpu:.1f} s, load {load()}",
+                    f"{rep.driver_cpu:.1f} s, workers busy {rep.task_seconds / (wall * w):.0%}, CPU share of the "
+                    f"workers in tasks {rep.task_cpu / max(rep.task_seconds, 1e-9):.0%}, "
+                    f"table {'identical to the first' if same else 'DIFFERENT from the first'}, load {load()}",
                     flush=True,
                 )
                 for f in tmp.glob(f"{e}-{w}-{r}.db*"):
@@ -135,8 +143,11 @@ def main() -> int:
 
     print(f"# load after: {load()}")
     print()
-    print("| executor | workers | wall s | decisions | specs/s | vs 1 worker | in tasks s | idle+overhead/task ms |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| executor | workers | wall s | decisions | specs/s | vs 1 worker | in tasks s | workers busy "
+        "| vs 1 worker at equal task speed |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     stages = stages_of(grid_specs(grid), args.tasks_per_stage)
     ntasks = sum(len(st.tasks) for st in stages)
     ratios = {}
@@ -148,10 +159,11 @@ def main() -> int:
         ratio = statistics.median(b[0] / x[0] for b, x in zip(base, runs)) if base else float("nan")
         ratios[(e, w)] = ratio
         in_tasks = statistics.median(x[1].task_seconds for x in runs)
-        per_task = (wall * w - in_tasks) / ntasks * 1000
+        busy = statistics.median(x[1].task_seconds / (x[0] * w) for x in runs)
+        busy1 = statistics.median(x[1].task_seconds / x[0] for x in base) if base else float("nan")
         print(
             f"| {e} | {w} | {wall:.1f} | {rep.decisions:,} | {rep.decisions / wall:,.0f} | {ratio:.2f}x | "
-            f"{in_tasks:.1f} | {per_task:.0f} |"
+            f"{in_tasks:.1f} | {busy:.0%} | {w * busy / busy1:.2f}x |"
         )
     print()
     for e in args.executors:

@@ -358,6 +358,7 @@ class Worker:
         from .memo_db import encode_decision
 
         t0 = time.perf_counter()
+        cpu0 = time.process_time()  # clingo runs in this process: its time counts
         specs = [parse_spec(t, self.target) for t in text.splitlines()]
         memo = TaskMemo(self.replica)
         search = Search(self.engine, memo)
@@ -376,6 +377,7 @@ class Worker:
             "hash": self.hash,
             "rows": rows,
             "seconds": time.perf_counter() - t0,
+            "cpu": time.process_time() - cpu0,
             "classes": self.engine.stats.specs - grounded,
         }
         return zlib.compress(json.dumps(out, separators=(",", ":")).encode(), 1)
@@ -511,7 +513,7 @@ class Validator:
                 if d.action is None and any(llo):
                     raise BadAnswer(f"row of {key[:60]}: 'no implementation' holds from zero limits up")
                 out.append((key, tuple(lo), tuple(hi), d, val))
-            stats = {k: ans.get(k) for k in ("seconds", "classes") if isinstance(ans.get(k), (int, float))}
+            stats = {k: ans.get(k) for k in ("seconds", "cpu", "classes") if isinstance(ans.get(k), (int, float))}
             return out, stats
         except BadAnswer:
             raise
@@ -538,6 +540,7 @@ class Report:
     rectangles: int = 0
     seconds: float = 0.0
     task_seconds: float = 0.0  # summed inside workers
+    task_cpu: float = 0.0  # CPU seconds the workers had for them (less than task_seconds on a busy machine)
     driver_cpu: float = 0.0  # CPU seconds of the driver (validating, staging, writing the table)
     classes: int = 0  # spec classes the workers grounded (a class may be grounded by several)
     workers: int = 0
@@ -609,9 +612,10 @@ def precompute(
     per core) or an existing Ray cluster (`executor="ray"`: RAY_ADDRESS or the cluster
     `ray start` made here; or its address: "HOST:PORT", "ray://HOST:10001").
     `resume` continues an unfinished run of the same grid if there is one (without it,
-    an unfinished run is refused); `restart` drops an unfinished run's staged answers. `tasks_per_stage`: how many
-    tasks a stage's roots are grouped into (0: one task per root); it shapes the table's
-    order, so tables compare equal only between runs with the same value."""
+    an unfinished run is refused); `restart` drops an unfinished run's staged answers.
+    `tasks_per_stage`: how many tasks a stage's roots are grouped into (0: one task per
+    root); it shapes the table's order, so tables compare equal only between runs with
+    the same value."""
     from morello_asp.target import as_target
 
     from .logic_files import check_rules, engine_files
@@ -798,6 +802,7 @@ def _run_stages(memo, ex, stages, start, staged, validator, report, progress, t0
                     report.tasks += len(task)
                     report.decisions += len(rows)
                     report.task_seconds += float(stats.get("seconds", 0.0))
+                    report.task_cpu += float(stats.get("cpu", 0.0))
                     report.task_times.append((si, i, float(stats.get("seconds", 0.0))))
                     report.classes += int(stats.get("classes", 0))
                     tally.finished(task)

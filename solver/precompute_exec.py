@@ -490,33 +490,36 @@ class LocalRayCluster:
 
         proc, self.proc = self.proc, None
         if proc is not None:
-            pgid = proc.pid
+            sid = proc.pid  # a session of its own: Ray's workers change process group, not session
             for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
-                try:
-                    os.killpg(pgid, sig)
-                except ProcessLookupError:
-                    break
+                left = _session(sid)
+                for pid in left:
+                    try:
+                        os.kill(pid, sig)
+                    except ProcessLookupError:
+                        pass
                 deadline = time.time() + wait
-                while time.time() < deadline and _group_alive(pgid):
+                while left and time.time() < deadline:
                     time.sleep(0.1)
                     proc.poll()
+                    left = _session(sid)
             proc.poll()
         for k in self.env:
             os.environ.pop(k, None)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def _group_alive(pgid: int) -> bool:
-    """Whether any process of process group `pgid` is left (from /proc)."""
+def _session(sid: int) -> list[int]:
+    """Live processes of session `sid` (from /proc)."""
     from pathlib import Path
 
+    out = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                stat = (d / "stat").read_text()
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            fields = stat.rsplit(")", 1)[1].split()
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                return True
-    return False
+            if int(fields[3]) == sid and fields[0] != "Z":
+                out.append(int(d.name))
+    return out
