@@ -9,10 +9,11 @@ from morello_asp.cli_args import add_rules_option, check_logic_inputs, int_range
 
 
 def _precompute(args) -> int:
-    from .precompute import Grid, Progress, precompute
+    from .precompute import Grid, Progress, load_kinds, precompute
     from .precompute_exec import LocalExecutor, RayExecutor
 
     check_logic_inputs(args)
+    load_kinds(args.target, args.rules or ())
     grid = Grid(args.kinds, args.dtypes, args.max_size)
     executor = LocalExecutor(args.workers) if args.ray is None else RayExecutor(args.ray, args.workers)
     progress = Progress(enabled=None if not args.quiet else False)

@@ -60,9 +60,25 @@ PROGRESS_VERSION = "1"
 
 # =============================================================== the grid and its order
 def kind_names() -> list[str]:
-    from morello_asp.kinds import KINDS
+    from morello_asp.kinds import all_kinds
 
-    return list(KINDS)
+    return list(all_kinds())
+
+
+def operand_ranks(k, rank: int) -> tuple[int, ...]:
+    """The rank of each operand of kind `k` at spec rank `rank`."""
+    return tuple(len(acc) for acc in k.access(rank))
+
+
+def load_kinds(target, rules) -> None:
+    """Make the kinds the rule files declare known (as an engine does), so a grid may
+    name them."""
+    if rules:
+        from morello_asp import kinds
+
+        from .logic_files import engine_files
+
+        kinds.load(engine_files(target, rules)[-len(rules) :])
 
 
 def parse_kinds(text) -> tuple[str, ...]:
@@ -115,7 +131,8 @@ def diagonal(shape) -> int:
 @dataclass(frozen=True)
 class Grid:
     """Every spec of the given kinds and dtypes whose dimensions are powers of two up
-    to `max_size` (a batch dimension is 1; a kind of no fixed rank is taken as 2-D)."""
+    to `max_size` (a dimension with a default size, such as a batch, keeps it; a kind of
+    no fixed rank is taken as 2-D)."""
 
     kinds: tuple[str, ...] = ("Matmul",)
     dtypes: tuple[str, ...] = ("f32",)
@@ -135,8 +152,8 @@ class Grid:
         for name in self.kinds:
             k = kind(name)
             rank = k.rank or 2
-            names = k.dim_names(rank)
-            axes = [[1] if n == "b" else sizes for n in names]
+            fixed = dict(k.defaults)  # dimensions spec text may leave out (a batch of one)
+            axes = [[fixed[d]] if d in fixed else sizes for d in range(rank)]
             for dt in self.dtypes:
                 for shape in product(*axes):
                     out.append(f"{name}({'x'.join(map(str, shape))}, {dt})")
@@ -225,7 +242,7 @@ def key_ranks(key: str) -> tuple[int, ...]:
     from morello_asp.kinds import kind
 
     k = json.loads(key)
-    return tuple(len(d) for d in kind(k["kind"]).operand_dims(k["rank"]))
+    return operand_ranks(kind(k["kind"]), k["rank"])
 
 
 class Decoder:
@@ -398,14 +415,14 @@ class Validator:
     only solving it again can tell; `db verify` proves every box legal)."""
 
     def __init__(self, levels, max_limits, logic: str, max_dim: int, target):
-        from morello_asp.kinds import KINDS
+        from morello_asp.kinds import all_kinds
 
         self.levels = list(levels)
         self.max_limits = tuple(max_limits)
         self.logic = logic
         self.max_dim = max_dim
         self.target = target
-        self.kinds = KINDS
+        self.kinds = all_kinds()
         self._keys: dict[str, tuple] = {}
         self.decode = Decoder()
 
@@ -432,7 +449,7 @@ class Validator:
         if type(k.get("serial")) is not bool:
             raise BadAnswer(f"key {key[:80]}: serial must be true or false")
         ops = k.get("ops")
-        ranks = tuple(len(d) for d in kind.operand_dims(rank))
+        ranks = operand_ranks(kind, rank)
         if not isinstance(ops, list) or len(ops) != len(ranks):
             raise BadAnswer(f"key {key[:80]}: {kind.name} takes {len(ranks)} operands")
         for op, r in zip(ops, ranks):
@@ -627,6 +644,7 @@ def precompute(
     tgt = as_target(target)
     for w in check_rules(target, rules):
         print(f"morello-asp: warning: {w}", file=sys.stderr)
+    load_kinds(tgt, rules)
     specs, describe = grid_specs(specs_or_grid, tgt)
     stages = stages_of(specs, tasks_per_stage)
     fp = fingerprint(stages)
