@@ -826,6 +826,7 @@ def _run_stages(memo, ex, stages, start, staged, validator, report, progress, t0
                     tally.finished(task)
                     progress.show(tally.line())
                 interrupt.check()
+            progress.show(tally.line(), force=True)  # the stage's end, whatever the throttle skipped
             rows = [r for i in range(len(st.tasks)) for r in answers[i]]
             ex.broadcast(pack([[k, list(lo), list(hi), val] for k, lo, hi, _, val in rows]))
             pending = (si, rows)
