@@ -50,7 +50,7 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
-from morello_asp.errors import InputError, Interrupted, MemoError, MorelloError
+from morello_asp.errors import InputError, MorelloError
 
 from .dp import Progress  # the status line, as synth's
 
@@ -845,4 +845,4 @@ def _apply(memo, si: int, rows) -> None:
     memo.flush()
 
 
-__all__ = ["Grid", "Interrupted", "MemoError", "Progress", "Report", "Worker", "precompute"]
+__all__ = ["BadAnswer", "Grid", "Progress", "Report", "Validator", "Worker", "precompute"]

@@ -303,6 +303,8 @@ def start_and_wait(db: Path, until, workers: int = 2) -> tuple[subprocess.Popen,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C's default action even when this test runs in a background job (which ignores it)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.time() + 300
     while time.time() < deadline and p.poll() is None:
