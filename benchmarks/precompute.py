@@ -19,8 +19,9 @@ nothing outside this machine can reach it.
 Per-task overhead: the round trip of an empty task (driver -> worker -> driver, 200
 pings). "Workers busy" is the time spent inside tasks over wall time x workers (what
 remains is overhead and waiting at the ends of stages). On a shared machine other work
-slows every task down; "at equal task speed" is the speedup the run would have had if its
-tasks had run as fast as with 1 worker: workers x busy / busy with 1 worker.
+takes CPU from the workers: "CPU share in tasks" is the CPU time the workers got over the
+time they spent in tasks, and "on free cores" is the ratio of the wall times the runs
+would have taken had every task got a whole core (CPU in tasks / (workers x busy)).
 """
 
 from __future__ import annotations
@@ -145,9 +146,9 @@ def main() -> int:
     print()
     print(
         "| executor | workers | wall s | decisions | specs/s | vs 1 worker | in tasks s | workers busy "
-        "| vs 1 worker at equal task speed |"
+        "| CPU share in tasks | CPU s in tasks | vs 1 worker on free cores |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     stages = stages_of(grid_specs(grid), args.tasks_per_stage)
     ntasks = sum(len(st.tasks) for st in stages)
     ratios = {}
@@ -160,10 +161,14 @@ def main() -> int:
         ratios[(e, w)] = ratio
         in_tasks = statistics.median(x[1].task_seconds for x in runs)
         busy = statistics.median(x[1].task_seconds / (x[0] * w) for x in runs)
-        busy1 = statistics.median(x[1].task_seconds / x[0] for x in base) if base else float("nan")
+        cpu = statistics.median(x[1].task_cpu for x in runs)
+        share = statistics.median(x[1].task_cpu / x[1].task_seconds for x in runs)
+        # On free cores a task takes its CPU time: wall = CPU in tasks / (workers x busy).
+        free = cpu / (w * busy)
+        free1 = statistics.median(x[1].task_cpu / (x[1].task_seconds / x[0]) for x in base) if base else free
         print(
             f"| {e} | {w} | {wall:.1f} | {rep.decisions:,} | {rep.decisions / wall:,.0f} | {ratio:.2f}x | "
-            f"{in_tasks:.1f} | {busy:.0%} | {w * busy / busy1:.2f}x |"
+            f"{in_tasks:.1f} | {busy:.0%} | {share:.0%} | {cpu:.1f} | {free1 / free:.2f}x |"
         )
     print()
     for e in args.executors:
