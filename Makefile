@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo lint test test-all test-slow cross-tools clean
+.PHONY: setup setup-ray demo lint test test-all test-slow precompute cross-tools clean
 
 setup: $(VENV)/.installed
 
@@ -11,6 +11,13 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,bench]'
+	touch $@
+
+# setup-ray: the optional ray extra (precompute --ray; the Ray tests, which skip without it)
+setup-ray: $(VENV)/.ray-installed
+
+$(VENV)/.ray-installed: $(VENV)/.installed
+	$(BIN)/pip install -q -e '.[test,bench,ray]'
 	touch $@
 
 demo: setup
@@ -28,11 +35,19 @@ lint: setup
 test: lint
 	$(BIN)/python -m pytest -q
 
-test-all: lint
+test-all: lint setup-ray
 	$(BIN)/python -m pytest -q -m "slow or not slow"
 
-test-slow: lint
+test-slow: lint setup-ray
 	$(BIN)/python -m pytest -q -m slow
+
+# precompute: a memo table for the default rules and target, every Matmul f32 up to
+# PRECOMPUTE_SIZE (default 64) per dimension, on all local cores (see README, Precompute);
+# then `morello-asp synth SPEC --db $(PRECOMPUTE_DB)` starts warm. Resumes if interrupted.
+PRECOMPUTE_DB ?= morello.db
+PRECOMPUTE_SIZE ?= 64
+precompute: setup
+	$(BIN)/morello-asp precompute --db $(PRECOMPUTE_DB) --kinds matmul --dtypes f32 --max-size $(PRECOMPUTE_SIZE) --resume
 
 # cross-tools: the aarch64 cross compiler and qemu the neon target's tests use (they skip,
 # naming the tool, without them); Debian/Ubuntu, as root or with SUDO=sudo.

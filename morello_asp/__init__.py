@@ -16,6 +16,7 @@ from .errors import (
 from .ir import Alloc, Block, Impl, KernelApp, Loop, SpecHole
 from .layout import Layout, PhysDim
 from .rewrites import Action
+from .solver.precompute import Grid, precompute
 from .spec import Spec, TensorSpec, parse_spec
 from .synthesis import synthesize, synthesize_all
 from .target import Target, get_target
@@ -26,6 +27,7 @@ __all__ = [
     "Block",
     "Cost",
     "Dtype",
+    "Grid",
     "Impl",
     "KernelApp",
     "Layout",
@@ -46,6 +48,7 @@ __all__ = [
     "compute_cost",
     "get_target",
     "parse_spec",
+    "precompute",
     "synthesize",
     "synthesize_all",
 ]

@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "morello_asp.solver.cli_verify",
     "morello_asp.solver.cli_db",
     "morello_asp.cli_kinds",
+    "morello_asp.solver.cli_precompute",
 ]
 
 EPILOG = """\
@@ -31,7 +32,8 @@ exit status:
   2    bad input (a spec, file, option or environment variable: the message names
        it) and every other error morello-asp reports
   3    internal error: a bug in morello-asp (--debug shows the traceback; please report it)
-  130  interrupted (Ctrl-C or SIGTERM); synth keeps what it decided in its --db table
+  130  interrupted (Ctrl-C or SIGTERM); synth keeps what it decided in its --db table,
+       precompute every finished task (continue with --resume)
   141  the output was closed early (e.g. piped into head)
 
 environment:

@@ -1,4 +1,5 @@
-"""`morello-asp db stats|compact|export|import|verify`: inspect, re-merge, ship and prove memo tables."""
+"""`morello-asp db stats|compact|export|import|merge|verify`: inspect, re-merge, ship, combine and
+prove memo tables."""
 
 from __future__ import annotations
 
@@ -236,6 +237,64 @@ def compact(path: str) -> tuple[int, int]:
     return len(rows), len(m)
 
 
+def merge(dest: str, sources: list[str]) -> tuple[int, int, int]:
+    """Every decision of each source table into `dest` (created if missing), in the
+    source's order, merging rectangles as they go in; `dest`'s own answers keep their
+    priority. Refused, with the reason and nothing written, unless every table was
+    built by the same schema, target, levels and logic files. Returns (rows read,
+    rectangles before, rectangles after)."""
+    from .memo_db import SqliteMemo, decode_decision
+
+    read: list[tuple[str, dict, list]] = []
+    for src in sources:
+        if Path(src).resolve() == Path(dest).resolve():
+            raise InputError(f"cannot merge {src} into itself")
+        con = _connect(src)
+        try:
+            meta = dict(_rows(src, con, "SELECT k, v FROM meta"))
+            rows = list(_rows(src, con, "SELECT key, lo, hi, value FROM decisions ORDER BY seq"))
+        finally:
+            con.close()
+        read.append((src, meta, rows))
+    if Path(dest).exists():
+        con = _connect(dest)
+        try:
+            want = dict(_rows(dest, con, "SELECT k, v FROM meta"))
+        finally:
+            con.close()
+        first = dest
+    else:
+        first, want = read[0][0], read[0][1]
+    for src, meta, _ in read:
+        for k in IDENTITY:
+            if meta.get(k) != want.get(k):
+                raise MemoError(
+                    f"cannot merge {src} into {dest}: {first} was built with {k}={want.get(k)!r} and {src} with "
+                    f"{k}={meta.get(k)!r}; tables merge only when built by the same rules and target (and the same "
+                    "version of morello-asp)"
+                )
+    decoded = []
+    for src, _, rows in read:
+        try:
+            for key, lo, hi, val in rows:
+                lo, hi = tuple(json.loads(lo)), tuple(json.loads(hi))
+                decoded.append((key, lo, hi, decode_decision(val, key, list(lo))))
+        except (ValueError, KeyError, TypeError, IndexError, MorelloError) as e:
+            raise MemoError(
+                f"memo table {src} has a row this version cannot read ({type(e).__name__}: {e}); nothing merged"
+            ) from None
+    memo = SqliteMemo(Path(dest), want["target"], tuple(want["levels"].split(",")), want["logic"], batch=1 << 30)
+    try:
+        before = len(memo)
+        memo._begin()
+        for key, lo, hi, d in decoded:
+            memo._insert_box(key, lo, hi, d)
+        memo.flush()
+        return len(decoded), before, len(memo)
+    finally:
+        memo.close()
+
+
 def verify(path: str, rules=(), limit: int | None = None, quiet: bool = False) -> int:
     """Prove every box of the table (solver/verify_boxes.py); 1 if any claim is refuted."""
     from .engine import get_engine
@@ -292,6 +351,13 @@ def register(sub) -> None:
     i.add_argument("file", metavar="FILE")
     i.add_argument("src", metavar="IN.jsonl")
     i.set_defaults(func=lambda a: print(f"{import_(a.file, a.src)} rectangles read") or 0)
+    m = dsub.add_parser(
+        "merge",
+        help="combine tables built by the same rules and target into the first (re-merging rectangles)",
+    )
+    m.add_argument("file", metavar="FILE", help="the table to merge into (created if missing)")
+    m.add_argument("sources", metavar="OTHER", nargs="+", help="tables to take the decisions of")
+    m.set_defaults(func=lambda a: print("{} rows read; {} rectangles -> {}".format(*merge(a.file, a.sources))) or 0)
     v = dsub.add_parser("verify", help="prove every rectangle's decision legal for every spec it holds (z3)")
     v.add_argument("file")
     v.add_argument(

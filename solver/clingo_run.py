@@ -38,6 +38,7 @@ from .answer import errors, parse
 
 ARGS = ("--verbose=0", "--warn=none", "--models=1")
 DEFAULT_TIMEOUT = 60.0
+_INLINE = False  # run_inline(): clingo in this process (a precompute worker)
 # The signals clasp's application installs handlers for (measured with clingo 5.8).
 _CLASP_SIGNALS: tuple[signal.Signals, ...] = tuple(
     getattr(signal, s)
@@ -140,7 +141,9 @@ def _env_number(name: str, kind, default, lo, what: str):
 
 
 def jobs() -> int:
-    """Worker processes: MORELLO_ASP_JOBS, else one per core (at most 8)."""
+    """Worker processes: MORELLO_ASP_JOBS, else one per core (at most 8); 1 in-process."""
+    if _INLINE:
+        return 1
     env = _env_number("MORELLO_ASP_JOBS", int, None, 1, "a whole number of worker processes, at least 1")
     if env is not None:
         return env
@@ -210,8 +213,9 @@ _IDLE: list[_Worker] = []
 _QUEUE: list[tuple] = []  # calls waiting for a worker: (files, facts, n, future, limit)
 
 
-def _worker_main(conn, parent: int) -> None:
-    """A worker: die with the parent, leave Ctrl-C to it, answer calls until told to stop."""
+def worker_setup(parent: int) -> None:
+    """In a worker process just started by `parent`: die with the parent whatever kills
+    it, leave Ctrl-C to it, let SIGTERM end it (precompute's workers use this too)."""
     try:
         ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # pragma: no cover - not Linux
@@ -221,6 +225,11 @@ def _worker_main(conn, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _CLASP_SIGNALS)
+
+
+def requests(conn):
+    """A worker's requests from its parent, until it says stop (None) or goes away; then
+    the worker exits at once (no interpreter teardown, no atexit of the parent's)."""
     while True:
         try:
             msg = conn.recv()
@@ -228,6 +237,13 @@ def _worker_main(conn, parent: int) -> None:
             os._exit(0)
         if msg is None:
             os._exit(0)
+        yield msg
+
+
+def _worker_main(conn, parent: int) -> None:
+    """A worker: die with the parent, leave Ctrl-C to it, answer calls until told to stop."""
+    worker_setup(parent)
+    for msg in requests(conn):
         try:
             reply = ("ok", _parsed_answer_here(*msg))
         except BaseException as e:  # noqa: BLE001 - sent back and raised there
@@ -312,9 +328,21 @@ def _set(fut: Future, result=None, exc: BaseException | None = None) -> None:
         pass
 
 
+def run_inline(on: bool = True) -> None:
+    """Call clingo in this process from now on, one call at a time. For processes that
+    are themselves workers (`morello-asp precompute`'s, which leave signals to their
+    driver and are one per core): no helper process, no time limit of its own."""
+    global _INLINE
+    _INLINE = on
+
+
 def submit(files: tuple[str, ...], facts: str, n: int) -> Future:
     """Run `_parsed_answer_here` in a worker process. The future fails with a RuleError
     if the call outlives its time limit (the workers are then killed) or a worker dies."""
+    if _INLINE:
+        done: Future = Future()
+        done.set_result(_parsed_answer_here(files, facts, n))
+        return done
     limit = ground_timeout(n)
     interrupt.check()
     fut: Future = Future()

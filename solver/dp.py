@@ -61,13 +61,25 @@ class Progress:
         self._drawn = False
 
     def update(self, stats: SearchStats, engine: Engine, force: bool = False):
+        if self._due(force):
+            self._draw(self.line(stats, engine))
+
+    def show(self, text: str, force: bool = False) -> None:
+        """Any status line (precompute's), on the same terms."""
+        if self._due(force):
+            self._draw(text)
+
+    def _due(self, force: bool) -> bool:
         if not self.enabled:
-            return
+            return False
         now = time.perf_counter()
         if not force and now - self._last < 0.2:
-            return
+            return False
         self._last = now
-        self.stream.write("\r" + self.line(stats, engine) + "\033[K")
+        return True
+
+    def _draw(self, text: str) -> None:
+        self.stream.write("\r" + text + "\033[K")
         self.stream.flush()
         self._drawn = True
 

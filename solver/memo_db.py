@@ -25,7 +25,8 @@ from .memo import Decision, RectMemo
 
 SCHEMA_VERSION = "2"  # 2: box costs per unit of volume
 EXPANSIONS_VERSION = "2"  # format of the expansion cache; another value empties it
-OUR_TABLES = {"meta", "decisions", "ekeys", "expansions", "sqlite_sequence"}
+# precompute and staged: a precompute's progress and answers not yet applied (solver/precompute.py)
+OUR_TABLES = {"meta", "decisions", "ekeys", "expansions", "sqlite_sequence", "precompute", "staged"}
 _SQLITE_MAGIC = b"SQLite format 3\0"
 
 
