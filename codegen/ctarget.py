@@ -70,22 +70,22 @@ class CTarget:
 
     def template(self, kernel: str, dtype: str) -> str:
         k = snake(kernel)
-        for key in ((k, dtype), (k, "any")):
-            if key in self.templates:
-                return self.templates[key]
-        raise CodegenError(
-            f"target {self.target.name} has no C for kernel {kernel} on {dtype}: add "
-            f'tgt_kernel_c({k}, {dtype}, "...") (or dtype `any`) to its fact files'
-        )
+        text = _for_dtype(self.templates, k, dtype)
+        if text is None:
+            raise CodegenError(
+                f"target {self.target.name} has no C for kernel {kernel} on {dtype}: add "
+                f'tgt_kernel_c({k}, {dtype}, "...") (or dtype `any`) to its fact files'
+            )
+        return text
 
     def c_op(self, op: str, dtype: str) -> str:
-        for key in ((op, dtype), (op, "any")):
-            if key in self.c_ops:
-                return self.c_ops[key]
-        raise CodegenError(
-            f"target {self.target.name} has no C for operator {op} on {dtype}: add "
-            f'tgt_c_op({op}, {dtype}, "...") to its fact files'
-        )
+        text = _for_dtype(self.c_ops, op, dtype)
+        if text is None:
+            raise CodegenError(
+                f"target {self.target.name} has no C for operator {op} on {dtype}: add "
+                f'tgt_c_op({op}, {dtype}, "...") to its fact files'
+            )
+        return text
 
     def c_const(self, c, dtype: str) -> str:
         if isinstance(c, int):
@@ -170,13 +170,19 @@ def _ctarget(key: tuple[str, ...], rules: tuple[str, ...]) -> CTarget:
         cpu_flags=tuple(sorted(str(f) for (f,) in rows.get("tgt_cpu_flag", []))),
         c_ops={(str(o), str(d)): str(t) for o, d, t in rows.get("tgt_c_op", [])},
         c_consts={(str(c), str(d)): str(t) for c, d, t in rows.get("tgt_c_const", [])},
-        kernel_headers=_headers_by_kernel(rows.get("tgt_c_kernel_header", [])),
+        kernel_headers=_by_kernel(rows.get("tgt_c_kernel_header", [])),
         helpers={str(n): str(c) for n, c in rows.get("tgt_c_helper", [])},
-        kernel_helpers=_headers_by_kernel(rows.get("tgt_c_kernel_helper", [])),
+        kernel_helpers=_by_kernel(rows.get("tgt_c_kernel_helper", [])),
     )
 
 
-def _headers_by_kernel(rows) -> dict[str, tuple[str, ...]]:
+def _for_dtype(table: dict, name: str, dtype: str) -> str | None:
+    """A (name, dtype) fact's text, else the name's `any` one, else None."""
+    return table.get((name, dtype), table.get((name, "any")))
+
+
+def _by_kernel(rows) -> dict[str, tuple[str, ...]]:
+    """(kernel, text) rows as kernel -> its texts (headers or helper names), in order."""
     out: dict[str, list[str]] = {}
     for k, h in sorted(rows):
         out.setdefault(str(k), []).append(str(h))

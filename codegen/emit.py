@@ -246,12 +246,8 @@ class Emitter:
         self.check_contiguous(node, views)
         dtype = str(spec.operands[spec.output].dtype)
         text = self.ct.template(node.kernel, dtype)
-        for h in self.ct.kernel_headers.get(snake(node.kernel), ()):
-            if h not in self.headers:
-                self.headers.append(h)
-        for h in self.ct.kernel_helpers.get(snake(node.kernel), ()):
-            if h not in self.helpers:
-                self.helpers.append(h)
+        for used, table in ((self.headers, self.ct.kernel_headers), (self.helpers, self.ct.kernel_helpers)):
+            used += [h for h in table.get(snake(node.kernel), ()) if h not in used]
         if "{point}" in text:
             text = text.replace("{point}", point_statement(spec, self.ct))
         ctx = KernelContext(self, spec, views, node.kernel)
@@ -270,8 +266,9 @@ def point_statement(spec: Spec, ct) -> str:
     for o in k.outputs:
         dt = str(spec.operands[o].dtype)
         value = _lower(k.value(o), names, dt, ct)
-        if k.is_accum and k.combiner(o):
-            value = ct.c_op(k.combiner(o), dt).replace("{0}", "{" + names[o] + "}").replace("{1}", value)
+        comb = k.combiner(o)
+        if k.is_accum and comb:
+            value = _c_op(ct, comb, dt, ["{" + names[o] + "}", value])
         lines.append("{" + names[o] + "} = " + value + ";")
     return "\n".join(lines)
 
@@ -283,9 +280,14 @@ def _lower(e, names: list[str], dt: str, ct) -> str:
         return ct.c_const(e[1], dt)
     if e[0] == "red":  # on one point, a combination along a dimension is its one value
         return _lower(e[3], names, dt, ct)
-    text = ct.c_op(e[0], dt)
-    for i, a in enumerate(e[1:]):
-        text = text.replace("{" + str(i) + "}", _lower(a, names, dt, ct))
+    return _c_op(ct, e[0], dt, [_lower(a, names, dt, ct) for a in e[1:]])
+
+
+def _c_op(ct, op: str, dt: str, args: list[str]) -> str:
+    """The target's C for operator `op` (tgt_c_op/3) with `args` as {0}, {1}."""
+    text = ct.c_op(op, dt)
+    for i, a in enumerate(args):
+        text = text.replace("{" + str(i) + "}", a)
     return text
 
 

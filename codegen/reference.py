@@ -10,7 +10,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from morello_asp.errors import CodegenError
-from morello_asp.kinds import expr_operands, expr_ops, expr_red_dims
+from morello_asp.kinds import COMBINERS, expr_operands, expr_ops, expr_red_dims
 from morello_asp.spec import Spec
 
 
@@ -56,7 +56,7 @@ _NP_OPS = {
     "neg": np.negative,
     "exp": np.exp,
 }
-_REDUCE = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+_REDUCE = {c: _NP_OPS[c] for c in COMBINERS}  # combiners are binary operators
 _CHUNK = 1 << 24  # values of the point grid evaluated at once
 
 
@@ -103,7 +103,7 @@ def _evaluate(spec: Spec, o: int, args) -> np.ndarray:
     comb = k.combiner(o)
     ins = {i: np.ascontiguousarray(np.asarray(args[i]).astype(cdt)) for i in expr_operands(expr)}
     grid = {i: _grid_view(a, access[i], shape) for i, a in ins.items()}
-    fast = _einsum(expr, comb, grid, access, access[o], len(shape)) if red else None
+    fast = _einsum(expr, comb, grid, k.deps(len(shape)), access[o], len(shape)) if red else None
     new = fast if fast is not None else _evaluate_grid(expr, comb, red, grid, shape, cdt)
     # both keep the output's spec dimensions in spec order; the output may list them in
     # another, with dimensions of size one (0 in kind_access/3) between them
@@ -118,7 +118,7 @@ def _evaluate(spec: Spec, o: int, args) -> np.ndarray:
     return new.astype(out.dtype)  # integers wrap as the C store does
 
 
-def _einsum(expr, comb, grid, access, out_access, rank):
+def _einsum(expr, comb, grid, deps, out_access, rank):
     """Sum of a product of operands: one einsum over each operand's strided view of the
     dimensions it depends on (BLAS for a matmul, a sliding window for a convolution)."""
     if comb not in (None, "add"):
@@ -137,10 +137,9 @@ def _einsum(expr, comb, grid, access, out_access, rank):
     keep = sorted(x.single for x in out_access if x.single is not None)
     views, subs = [], []
     for i in factors:
-        g = grid[i]
-        deps = sorted({d for x in access[i] for d in x.dims})
-        views.append(as_strided(g, shape=[g.shape[d] for d in deps], strides=[g.strides[d] for d in deps]))
-        subs.append("".join(letters[d] for d in deps))
+        g, ds = grid[i], deps[i]
+        views.append(as_strided(g, shape=[g.shape[d] for d in ds], strides=[g.strides[d] for d in ds]))
+        subs.append("".join(letters[d] for d in ds))
     return np.einsum(",".join(subs) + "->" + "".join(letters[d] for d in keep), *views, optimize=True)
 
 

@@ -39,6 +39,16 @@ class Listing:
         self.used[base] = n + 1
         return base if n == 0 else f"{base}{n}"
 
+    def views(self, prefix: str, args: list[str], spec: Spec) -> tuple[list[str], str]:
+        """Fresh names (prefix + the argument's name) for views of `args` that `spec`
+        sees, and their bindings `tlhs: (1×4, f32, L1) ← lhs, ...` for a node's line."""
+        names = [self.fresh(prefix + a.rstrip("0123456789")) for a in args]
+        binds = ", ".join(
+            f"{t}: {tensor_text(ts, shp)} ← {a}"
+            for t, ts, shp, a in zip(names, spec.operands, spec.operand_shapes, args)
+        )
+        return names, binds
+
     def line(self, depth: int, text: str, node: Impl | None = None) -> None:
         """One line; with `node`, followed by the node's cost."""
         c = f"  // cost {compute_cost(node, self.target).main}" if node is not None and self.show_cost else ""

@@ -73,14 +73,7 @@ class SpatialSplit(Rewrite):
         return fh * fw * (child_costs[0] + target.loop_per_iter)
 
     def list_node(self, node, args, depth, out):
-        from morello_asp.printer import tensor_text
-
-        body = node.body.spec
-        names = [out.fresh("s" + a.rstrip("0123456789")) for a in args]
-        binds = ", ".join(
-            f"{t}: {tensor_text(ts, shp)} ← {a}"
-            for t, ts, shp, a in zip(names, body.operands, body.operand_shapes, args)
-        )
+        names, binds = out.views("s", args, node.body.spec)
         fh, fw = node.positions
         out.line(depth, f"spatial_split {fh}×{fw} ({binds}):", node)
         out.node(node.body, names, depth + 1)

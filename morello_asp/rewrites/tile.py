@@ -76,14 +76,7 @@ class Tile(Rewrite):
         return loop_cost(node, child_costs[0], child_costs[1:], target)
 
     def list_node(self, node, args, depth, out):
-        from morello_asp.printer import tensor_text
-
-        body = node.body.spec
-        tiles = [out.fresh("t" + a.rstrip("0123456789")) for a in args]
-        binds = ", ".join(
-            f"{t}: {tensor_text(ts, shp)} ← {a}"
-            for t, ts, shp, a in zip(tiles, body.operands, body.operand_shapes, args)
-        )
+        tiles, binds = out.views("t", args, node.body.spec)
         out.line(depth, f"tile{'[p]' if node.parallel else ''} ({binds}):", node)
         out.node(node.body, tiles, depth + 1)
         for b, (off, shp) in zip(node.boundaries, node.regions()):
