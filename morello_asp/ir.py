@@ -13,6 +13,7 @@ from itertools import product as iproduct
 from math import prod
 from typing import TYPE_CHECKING, Any
 
+from .default_table import DEFAULT_TABLE
 from .schedulable import Schedulable
 from .spec import Spec, TensorSpec
 
@@ -48,7 +49,7 @@ class Impl(Schedulable):
 
         return listing(self)
 
-    def synthesize_all(self, db: Any = None, rules=(), progress=None) -> Impl:
+    def synthesize_all(self, db: Any = DEFAULT_TABLE, rules=(), progress=None) -> Impl:
         """Fill every open spec with its optimal implementation (paper 2.3)."""
         from .synthesis import synthesize_all
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from math import prod
 from typing import TYPE_CHECKING, NoReturn
 
+from .default_table import DEFAULT_TABLE
 from .dtypes import Dtype
 from .errors import SpecError, SpecSyntaxError, SpecTypeError
 from .kinds import kind as get_kind
@@ -213,7 +214,7 @@ class Spec(Schedulable):
     def _program(self) -> Spec:
         return self
 
-    def synthesize(self, db=None, rules=(), progress=None, guide: str | None = None):
+    def synthesize(self, db=DEFAULT_TABLE, rules=(), progress=None, guide: str | None = None):
         """The optimal program for this spec on its target (morello_asp.synthesize)."""
         from .synthesis import synthesize
 

@@ -7,6 +7,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .default_table import DEFAULT_TABLE
 from .ir import Impl
 from .spec import Spec, parse_spec
 from .target import Target, as_target
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def make_search(
-    target: str | Target | None = None, rules=(), db: Any = None, progress: Progress | None = None
+    target: str | Target | None = None, rules=(), db: Any = DEFAULT_TABLE, progress: Progress | None = None
 ) -> Search:
     from morello_asp.solver.dp import Progress, Search
     from morello_asp.solver.engine import get_engine
@@ -33,7 +34,20 @@ def make_search(
 
 def open_db(db: Any, engine):
     """A memo table: an object with get/put/flush is used as is; a path opens the
-    persistent table."""
+    persistent table; DEFAULT_TABLE opens the user's default one (None if that is off or
+    its directory cannot be made: the search then keeps nothing, and says so)."""
+    if db is DEFAULT_TABLE:
+        from morello_asp.solver.memo_db import default_table
+
+        path = default_table(engine)
+        if path is None:
+            return None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            warnings.warn(f"no default memo table ({path.parent}: {e.strerror}); nothing is kept", stacklevel=3)
+            return None
+        db = path
     if hasattr(db, "get") and hasattr(db, "put"):
         return db
     from morello_asp.solver.memo_db import open_memo  # persistent table
@@ -45,7 +59,7 @@ def synthesize(
     spec: Spec | str,
     target: str | Target | None = None,
     rules=(),
-    db: Any = None,
+    db: Any = DEFAULT_TABLE,
     progress: Progress | None = None,
     guide: str | None = None,
 ) -> Impl:
@@ -71,7 +85,7 @@ def synthesize(
             search.progress.done()
 
 
-def synthesize_all(impl: Impl, db: Any = None, rules=(), progress: Progress | None = None) -> Impl:
+def synthesize_all(impl: Impl, db: Any = DEFAULT_TABLE, rules=(), progress: Progress | None = None) -> Impl:
     """Complete a partial program: every open spec gets its optimal implementation,
     for the program's own target."""
     search = make_search(impl.spec.target, rules, db, progress)

@@ -12,9 +12,15 @@ from morello_asp.errors import MemoError, MorelloError
 
 def _search(args, progress: bool):
     from morello_asp.solver.dp import Progress
-    from morello_asp.synthesis import make_search
+    from morello_asp.synthesis import DEFAULT_TABLE, make_search
 
-    return make_search(args.target, args.rules or (), args.db, Progress(enabled=None if progress else False))
+    db = None if args.no_db else (args.db or DEFAULT_TABLE)
+    return make_search(args.target, args.rules or (), db, Progress(enabled=None if progress else False))
+
+
+def _table(search) -> Path | None:
+    """The file the search keeps its decisions in (--db, or the default table)."""
+    return getattr(search.memo, "path", None)
 
 
 def _spec(args):
@@ -28,17 +34,18 @@ def _interrupted(search, args) -> int:
     """After Ctrl-C or SIGTERM: the search has committed what it knew and stopped its
     workers; say what was kept."""
     n = search.stats.solved
-    if args.db:
+    table = _table(search)
+    if table is not None:
         classes = getattr(search.memo, "expansions_saved", 0)
         more = f" and {classes} expanded spec classes" if classes else ""
         print(
-            f"morello-asp: interrupted; {n} decisions kept in {args.db}{more}; run the same command to resume",
+            f"morello-asp: interrupted; {n} decisions kept in {table}{more}; run the same command to resume",
             file=sys.stderr,
         )
     else:
         print(
-            f"morello-asp: interrupted; {n} decisions found, none kept (with --db FILE they are kept and a rerun "
-            "resumes)",
+            f"morello-asp: interrupted; {n} decisions found, none kept (without --no-db, or with --db FILE, they "
+            "are kept and a rerun resumes)",
             file=sys.stderr,
         )
     return 130
@@ -147,13 +154,29 @@ def _synth(args):
 
 
 def _query(args):
-    if not args.db:
-        raise MorelloError("query needs --db: it answers only from a memo table, without searching")
-    if Path(args.db).is_dir():
+    if args.no_db:
+        raise MorelloError("query answers only from a memo table, without searching: drop --no-db")
+    if args.db and Path(args.db).is_dir():
         raise MemoError(f"memo table {args.db} is a directory, not a file")
-    if not Path(args.db).is_file():
+    if args.db and not Path(args.db).is_file():
         raise MemoError(f"no memo table at {args.db}: run `morello-asp synth SPEC --db {args.db}` first")
     spec = _spec(args)
+    if not args.db:
+        from morello_asp.solver.engine import get_engine
+        from morello_asp.solver.memo_db import default_table
+        from morello_asp.target import as_target
+
+        path = default_table(get_engine(as_target(args.target), tuple(str(r) for r in args.rules or ())))
+        if path is None:
+            raise MemoError(
+                "query answers from a memo table and the default one is off (MORELLO_ASP_DB=off): "
+                "name one with --db FILE"
+            )
+        if not path.is_file():
+            raise MemoError(
+                f"no default table at {path}: run `morello-asp synth SPEC` first, or name one with --db FILE"
+            )
+        args.db = str(path)
     search = _search(args, False)
     d = search.memo.get(spec)
     if d is None:
@@ -189,7 +212,14 @@ def register(sub):
         add_rules_option(
             p, "extra logic file, or an optional rule set of encodings/options/ by name, e.g. l1_ways (repeatable)"
         )
-        p.add_argument("--db", metavar="FILE", help="memo table file to reuse and grow")
+        g = p.add_mutually_exclusive_group()
+        g.add_argument(
+            "--db",
+            metavar="FILE",
+            help="memo table file to reuse and grow (default: one per target and rule set in "
+            "$MORELLO_ASP_CACHE, ~/.cache/morello-asp; MORELLO_ASP_DB=off: none)",
+        )
+        g.add_argument("--no-db", action="store_true", help="keep nothing: search from scratch, write no table")
 
     p = sub.add_parser("synth", help="synthesize the optimal program for a spec")
     common(p)

@@ -17,6 +17,7 @@ stopped.
 from __future__ import annotations
 
 import heapq
+import shutil
 import sys
 import time
 from contextlib import contextmanager
@@ -42,6 +43,7 @@ class SearchStats:
     solved: int = 0
     memo_hits: int = 0
     expanded: int = 0  # specs whose expansions the expansion phase asked for
+    queued: int = 0  # specs found by the expansion phase and not yet expanded
     from_table: int = 0  # spec classes whose expansions came from the memo table's cache
     phase: str = "solving"
     started: float = field(default_factory=time.perf_counter)
@@ -52,22 +54,71 @@ class SearchStats:
 
 
 class Progress:
-    """One status line on stderr, redrawn at most every 0.2 s; silent when not a TTY."""
+    """The progress display on stderr (tqdm), one bar per stage: while expanding, specs
+    expanded out of those known so far (the frontier grows, so no ETA), spec classes
+    grounded and specs solved; while solving, specs solved out of those expanded, with
+    rate, ETA, memo hits and clingo's share of the time. Redrawn at most every 0.2 s;
+    silent when stderr is not a TTY or under --quiet. `show` draws a free-text line
+    instead (precompute's)."""
 
     def __init__(self, enabled: bool | None = None, stream=None):
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty() if enabled is None else enabled
         self._last = 0.0
-        self._drawn = False
+        self._bar = None
+        self._stage: str | None = None
 
     def update(self, stats: SearchStats, engine: Engine, force: bool = False):
-        if self._due(force):
-            self._draw(self.line(stats, engine))
+        if not self._due(force):
+            return
+        if stats.phase == "expanding":
+            bar = self._open(
+                "expanding",
+                "{desc}: {n_fmt}/{total_fmt} specs [{elapsed}, {rate_fmt}{postfix}]",
+                " specs",
+            )
+            bar.total = stats.expanded + stats.queued
+            bar.n = stats.expanded
+            table = f", {stats.from_table:,} from the table" if stats.from_table else ""
+            bar.set_postfix_str(f"{engine.stats.specs:,} classes{table}, {stats.solved:,} solved", False)
+        else:
+            bar = self._open(
+                "solving",
+                "{desc}: {percentage:3.0f}%|{bar:20}| {n_fmt}/{total_fmt} specs "
+                "[{elapsed}<{remaining}, {rate_fmt}{postfix}]",
+                " specs",
+            )
+            bar.total = max(stats.expanded, stats.solved) or None
+            bar.n = stats.solved
+            share = engine.stats.seconds / max(stats.elapsed, 1e-9)
+            bar.set_postfix_str(f"{stats.memo_hits:,} memo hits, clingo {share:.0%}", False)
+        bar.refresh()
 
     def show(self, text: str, force: bool = False) -> None:
-        """Any status line (precompute's), on the same terms."""
+        """Any status line (precompute's, which computes its own ETA), on the same terms."""
         if self._due(force):
-            self._draw(text)
+            bar = self._open("status", "{desc}", "")
+            bar.set_description_str(text, False)
+            bar.refresh()
+
+    def _open(self, stage: str, fmt: str, unit: str):
+        if self._stage != stage:
+            self.done()
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                desc=stage,
+                file=self.stream,
+                bar_format=fmt,
+                unit=unit,
+                # a pty may report a 0x0 size, which tqdm takes as "no room": then 80x24
+                ncols=shutil.get_terminal_size().columns,
+                nrows=shutil.get_terminal_size().lines,
+                mininterval=0,
+                leave=True,
+            )
+            self._stage = stage
+        return self._bar
 
     def _due(self, force: bool) -> bool:
         if not self.enabled:
@@ -78,32 +129,11 @@ class Progress:
         self._last = now
         return True
 
-    def _draw(self, text: str) -> None:
-        self.stream.write("\r" + text + "\033[K")
-        self.stream.flush()
-        self._drawn = True
-
-    @staticmethod
-    def line(stats: SearchStats, engine: Engine) -> str:
-        elapsed = max(stats.elapsed, 1e-9)
-        if stats.phase == "expanding":
-            table = f", {stats.from_table:,} from the table" if stats.from_table else ""
-            return (
-                f"expanding: {stats.expanded:,} specs, {engine.stats.specs:,} classes grounded{table}, "
-                f"{stats.solved:,} solved, {elapsed:.0f} s"
-            )
-        rate = stats.solved / elapsed
-        share = engine.stats.seconds / elapsed
-        return (
-            f"solving: {stats.solved:,} specs solved, {rate:,.0f}/s, {stats.memo_hits:,} memo hits, "
-            f"clingo {share:.0%} of time, {elapsed:.0f} s"
-        )
-
     def done(self):
-        if self.enabled and self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
-        self._drawn = False
+        if self._bar is not None:
+            self._bar.close()
+        self._bar = None
+        self._stage = None
 
 
 class Search:
@@ -191,6 +221,7 @@ class Search:
                     else:
                         ready.append(s)
                 self.stats.expanded += len(chunk)
+                self.stats.queued = len(heap)
                 if save is not None and new:
                     save({c: classes[c] for c in new if c in classes})
                 done = []

@@ -11,13 +11,15 @@ import atexit
 import functools
 import hashlib
 import json
+import os
+import re
 import sqlite3
 import time
 import zlib
 from fractions import Fraction
 from pathlib import Path
 
-from morello_asp.errors import MemoError, MorelloError
+from morello_asp.errors import InputError, MemoError, MorelloError
 from morello_asp.rewrites import Action
 
 from .coords import from_coords
@@ -443,6 +445,23 @@ class SqliteMemo(RectMemo):
             self.con.close()
         except sqlite3.ProgrammingError:
             pass  # already closed
+
+
+def default_table(engine) -> Path | None:
+    """Where work is kept when the user names no table, so a rerun is answered in seconds:
+    one file per target and set of logic files (their hash) in the module cache directory
+    ($MORELLO_ASP_CACHE, default ~/.cache/morello-asp). MORELLO_ASP_DB=off keeps nothing."""
+    switch = os.environ.get("MORELLO_ASP_DB", "").strip().lower()
+    if switch == "off":
+        return None
+    if switch not in ("", "on"):
+        raise InputError(
+            f"MORELLO_ASP_DB={os.environ['MORELLO_ASP_DB']!r}: expected off or on (name a table with --db FILE)"
+        )
+    env = os.environ.get("MORELLO_ASP_CACHE")
+    base = Path(env).expanduser() if env else Path.home() / ".cache" / "morello-asp"
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", engine.target.name)
+    return base / f"{name}-{logic_hash(engine.files)[:16]}.db"
 
 
 def open_memo(path: Path, engine, batch: int = 200) -> SqliteMemo:

@@ -114,7 +114,7 @@ OPTIONS = [
     (["synth", TINY, "--emit", "pdf"], "argument --emit"),
     (["frobnicate"], "invalid choice"),
     (["synth"], "required"),
-    (["query", TINY], "query needs --db"),
+    (["query", TINY], "the default one is off (MORELLO_ASP_DB=off)"),
     (["synth", TINY, "--target", "nosuch"], "unknown target"),
     (["synth", TINY, "--guide", "nosuch"], "guide"),
 ]

@@ -1,0 +1,14 @@
+"""The `db=` default of the synthesis API: the user's default memo table
+(solver.memo_db.default_table), so work is kept unless the caller says `db=None`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class _DefaultTable:
+    def __repr__(self) -> str:
+        return "DEFAULT_TABLE"
+
+
+DEFAULT_TABLE: Any = _DefaultTable()
