@@ -292,8 +292,14 @@ class KindError(RuleError):
 def _build(atoms, source_of) -> dict[str, Kind]:
     """Kinds from grounded atoms; refuses malformed declarations naming file and kind."""
 
+    by_kind: dict[tuple[str, str], list] = {}  # (predicate, kind) -> argument lists, indexed once
+    for name, syms in atoms.items():
+        for sym in syms:
+            args = sym.arguments
+            by_kind.setdefault((name, str(args[0])), []).append(args)
+
     def args_of(name, k):
-        return [s.arguments for s in atoms[name] if str(s.arguments[0]) == k]
+        return list(by_kind.get((name, k), ()))
 
     kinds: dict[str, Kind] = {}
     names = sorted({str(s.arguments[0]) for s in atoms["kind"]})

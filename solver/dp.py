@@ -300,10 +300,19 @@ class Search:
         d = self.solve(spec)
         if not d.feasible:
             raise NoImplementationError(f"no implementation of {spec} fits its memory limits under the rules in force")
-        for e in self.engine.expand(spec):
+        for e in self._expansions(spec):
             if e.action == d.action:
                 return node_from_expansion(spec, e, [self._build(c) for c in e.children])
         raise NoImplementationError(f"stored decision {d.action} no longer applies to {spec} (rules changed?)")
+
+    def _expansions(self, spec: Spec) -> list[Expansion]:
+        """A spec's rewrites, its class read from the memo table's cache when the table
+        has it (a warm rebuild then grounds nothing)."""
+        classes: dict | None = getattr(self.engine, "_class_cache", None)
+        load = getattr(self.memo, "load_expansions", None)
+        if classes is not None and load is not None and spec.without_limits not in classes:
+            classes.update(load([spec.without_limits]))
+        return self.engine.expand(spec)
 
     def build_many(self, specs: list[Spec]) -> list[Impl]:
         """Optimal programs for several specs; their sub-specs are expanded together."""

@@ -53,13 +53,25 @@ def encode_decision(d: Decision) -> str:
     )
 
 
-def decode_decision(text: str, key: str, lo) -> Decision:
+_RANKS: dict[str, tuple[int, ...]] = {}  # table key -> operand ranks (the same at every point of a key)
 
+
+@functools.lru_cache(maxsize=65536)
+def _action(text: str, ranks: tuple[int, ...]) -> Action:
+    return Action.from_json(json.loads(text), ranks)
+
+
+def decode_decision(text: str, key: str, lo) -> Decision:
+    """A box value back to a Decision. An action's JSON needs its operands' ranks, which
+    are found by rebuilding one spec per key (not per row: that was most of the time of
+    opening a table) and actions are decoded once per text."""
     o = json.loads(text)
     a = None
     if o["a"] is not None:
-        ranks = tuple(len(s) for s in from_coords(key, lo).operand_shapes)
-        a = Action.from_json(o["a"], ranks)
+        ranks = _RANKS.get(key)
+        if ranks is None:
+            ranks = _RANKS[key] = tuple(len(s) for s in from_coords(key, lo).operand_shapes)
+        a = _action(json.dumps(o["a"], sort_keys=True), ranks)
     return Decision(a, Fraction(o["c"]), tuple(o["p"]), o["d"])
 
 
