@@ -44,8 +44,8 @@ def _interrupted(search, args) -> int:
         )
     else:
         print(
-            f"morello-asp: interrupted; {n} decisions found, none kept (without --no-db, or with --db FILE, they "
-            "are kept and a rerun resumes)",
+            f"morello-asp: interrupted; {n} decisions found, none kept (no memo table: --no-db or MORELLO_ASP_DB=off; "
+            "with one, a rerun resumes)",
             file=sys.stderr,
         )
     return 130
