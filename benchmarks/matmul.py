@@ -3,6 +3,15 @@ both single-threaded.
 
     python benchmarks/matmul.py --sizes 256 512 1024 [--plot out.png]   # hand schedule
     python benchmarks/matmul.py --suite standard [--db F] [--plot out.png]  # synthesized / guided
+    python benchmarks/matmul.py --target avx512 [--suite standard]          # another target
+
+Programs are built from what the target declares (its register block: vector width and
+register count, `morello_asp.recipes.register_block`). Where this machine cannot run
+the target's programs (a CPU flag it lacks, a missing emulator), they are still
+synthesized and compiled with the target's compiler, and one line says why they are not
+run (exit 0). A target whose programs run under an emulator is checked against numpy
+and not timed (no speed claims from an emulator). For AVX-512, leave OPENBLAS_CORETYPE
+unset so numpy uses OpenBLAS's AVX-512 kernels.
 """
 
 from __future__ import annotations
@@ -18,14 +27,35 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 from morello_asp.codegen.baseline import time_python  # noqa: E402
-from morello_asp.recipes import fast_matmul  # noqa: E402
+from morello_asp.codegen.ctarget import get_ctarget  # noqa: E402
+from morello_asp.codegen.standalone import build_executable  # noqa: E402
+from morello_asp.recipes import fast_matmul, register_block  # noqa: E402
 
 
-def run(sizes, check: bool = True):
+def why_not_timed(target: str) -> str:
+    """Why this machine does not time the target's programs ("" if it does)."""
+    ct = get_ctarget(target)
+    why = ct.cannot_run()
+    if why:
+        return f"cannot run here: {why}"
+    if ct.emulator:
+        return f"runs under {ct.emulator[0]}: checked against numpy, not timed (no speed claims from an emulator)"
+    return ""
+
+
+def compile_only(imps, target: str, what: str) -> str:
+    """Compile each program with the target's compiler (nothing is run); the one line
+    that says so and why they are not run."""
+    for imp in imps:
+        build_executable(imp, target)
+    return f"{target}: {what} and compiled; {why_not_timed(target)}"
+
+
+def run(sizes, check: bool = True, target: str = "avx2"):
     rows = []
     rng = np.random.default_rng(0)
     for s in sizes:
-        imp = fast_matmul(s, s, s)
+        imp = fast_matmul(s, s, s, target=target)
         fn = imp.compile()
         a = rng.random((s, s), dtype=np.float32)
         b = rng.random((s, s), dtype=np.float32)
@@ -67,14 +97,36 @@ def main(argv=None) -> int:
         help="also compare the synthesized n^3 program with the hand recipe (default n = 64)",
     )
     ap.add_argument("--plot", help="write a bar chart to this PNG")
+    ap.add_argument("--target", default="avx2", help="target name or entry file (default avx2)")
     args = ap.parse_args(argv)
     core = os.environ.get("OPENBLAS_CORETYPE", "auto-detected")
+    blk = register_block(args.target)
+    print(
+        f"target {args.target}: {blk.rows} x {blk.cols} f32 register block "
+        f"({blk.lanes}-lane vectors, {get_ctarget(args.target).target.vector_levels[0].capacity} registers)",
+        flush=True,
+    )
     if args.suite:
         return suite_main(args, core)
-    rows = run(args.sizes)
+    bad = [s for s in args.sizes if s % blk.cols]
+    if bad:
+        raise SystemExit(f"--sizes {' '.join(map(str, bad))}: the hand schedule needs multiples of {blk.cols}")
+    why = why_not_timed(args.target)
+    if why and not why.startswith("runs under"):
+        progs = [fast_matmul(s, s, s, target=args.target) for s in args.sizes]
+        print(compile_only(progs, args.target, "hand-scheduled NxNxN built for N = " + " ".join(map(str, args.sizes))))
+        return 0
+    if why:  # an emulator: check, do not time
+        for s in args.sizes:
+            err, tol = fast_matmul(s, s, s, target=args.target).compile().check()
+            if not err <= tol:
+                raise SystemExit(f"size {s}: result differs from numpy by {err:.3g} (> {tol:.3g})")
+        print(f"{args.target}: hand-scheduled NxNxN for N = {' '.join(map(str, args.sizes))} match numpy; {why}")
+        return 0
+    rows = run(args.sizes, target=args.target)
     print(
-        f"f32 Matmul NxNxN, single thread; numpy = OpenBLAS with OPENBLAS_CORETYPE={core}"
-        f"{' (Haswell: AVX2 kernels, like ours)' if core.lower() == 'haswell' else ''}"
+        f"f32 Matmul NxNxN, single thread, target {args.target}; numpy = OpenBLAS with OPENBLAS_CORETYPE={core}"
+        f"{' (Haswell: AVX2 kernels)' if core.lower() == 'haswell' else ''}"
     )
     print(f"{'N':>6} {'morello-asp GFLOP/s':>20} {'numpy GFLOP/s':>14} {'ratio':>7}")
     for s, ours, ref in rows:
@@ -83,7 +135,7 @@ def main(argv=None) -> int:
         plot(
             args.plot,
             [(str(s), ours, ref) for s, ours, ref in rows],
-            "morello-asp (hand schedule, AVX2)",
+            f"morello-asp (hand schedule, {args.target})",
             core,
             "N (f32 NxNxN matmul, 1 thread)",
         )
@@ -100,13 +152,25 @@ def suite_main(args, core: str) -> int:
         if not sizes:
             raise SystemExit(f"--only {' '.join(args.only)}: no such size in suite {args.suite}")
     # a table is tied to its logic files, so each rule set gets its own default table
-    default = ms.DEFAULT_DB.with_name(".suite" + "".join(f"-{Path(r).stem}" for r in args.rules) + ".db")
+    # (and to its target)
+    tag = "".join(f"-{Path(r).stem}" for r in [*args.rules, *([args.target] if args.target != "avx2" else [])])
+    default = ms.DEFAULT_DB.with_name(".suite" + tag + ".db")
     db = args.db or str(default)
     print(f"memo table: {db}; extra rules: {', '.join(args.rules) or 'none'}", flush=True)
-    rows = ms.run_suite(
-        sizes, db, args.rounds, log=lambda t: print(t, file=sys.stderr, flush=True), rules=tuple(args.rules)
-    )
-    ms.print_table(rows, core)
+    log = lambda t: print(t, file=sys.stderr, flush=True)  # noqa: E731
+    why = why_not_timed(args.target)
+    if why:
+        imps = [ms.build(s, db, tuple(args.rules), args.target)[0] for s in sizes]
+        if not why.startswith("runs under"):
+            print(compile_only(imps, args.target, f"{len(imps)} suite programs synthesized"))
+            return 0
+        rng = np.random.default_rng(0)
+        for s, imp in zip(sizes, imps):
+            ms.checked(imp, s, rng, tuple(args.rules))
+        print(f"{args.target}: {len(imps)} suite programs match numpy; {why}")
+        return 0
+    rows = ms.run_suite(sizes, db, args.rounds, log=log, rules=tuple(args.rules), target=args.target)
+    ms.print_table(rows, core, args.target)
     if args.recipe_check is not None:
         print("\nsearch space check: the synthesizer's n^3 program vs the hand recipe (examples/fast_matmul.py)")
         print(f"{'n':>5} {'program':>12} {'cost':>12} {'in search space':>16} {'GFLOP/s':>8} {'numpy':>7} {'ratio':>6}")
@@ -121,7 +185,7 @@ def suite_main(args, core: str) -> int:
         plot(
             args.plot,
             [(f"{r.size.label}\n{r.mode[0]}", r.gflops, r.numpy_gflops) for r in rows],
-            "morello-asp (s: synthesized, g: user-guided; AVX2)",
+            f"morello-asp (s: synthesized, g: user-guided; {args.target})",
             core,
             "m x n x k (square: n)",
         )

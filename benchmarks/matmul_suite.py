@@ -39,6 +39,9 @@ class Size:
     def label(self) -> str:
         return str(self.m) if self.square else f"{self.m}x{self.n}x{self.k}"
 
+    def spec(self, target: str = "avx2"):
+        return parse_spec(self.spec_text, target)
+
     @property
     def spec_text(self) -> str:
         return f"Matmul({self.m}x{self.k}x{self.n}, f32)"  # the spec's order is m x k x n
@@ -97,12 +100,13 @@ class Row:
         return self.gflops / self.numpy_gflops
 
 
-def build(size: Size, db, rules=()) -> tuple[Impl, int, float]:
-    """The program for one size, how many rewrites were by hand, and synthesis seconds."""
+def build(size: Size, db, rules=(), target: str = "avx2") -> tuple[Impl, int, float]:
+    """The program for one size on `target`, how many rewrites were by hand, and
+    synthesis seconds."""
     t0 = time.perf_counter()
     if size.mode == "synthesized":
-        return synthesize(size.spec_text, db=db, rules=rules), 0, time.perf_counter() - t0
-    partial = blis(parse_spec(size.spec_text))
+        return synthesize(size.spec(target), db=db, rules=rules), 0, time.perf_counter() - t0
+    partial = blis(size.spec(target))
     t0 = time.perf_counter()
     imp = synthesize_all(partial, db=db, rules=rules)
     return imp, hand_rewrites(partial), time.perf_counter() - t0
@@ -137,12 +141,12 @@ def time_pair(fn, a, b, flops: int, rounds: int) -> tuple[float, float, float]:
     return max(ours), max(ref), statistics.median(ratios)
 
 
-def run_suite(sizes: list[Size], db, rounds: int = 7, log=print, rules=()) -> list[Row]:
+def run_suite(sizes: list[Size], db, rounds: int = 7, log=print, rules=(), target: str = "avx2") -> list[Row]:
     rng = np.random.default_rng(0)
     rows = []
     for s in sizes:
         log(f"[{s.label}] {s.mode}: {s.spec_text} ...")
-        imp, hand, secs = build(s, db, rules)
+        imp, hand, secs = build(s, db, rules, target)
         fn, a, b = checked(imp, s, rng, rules)
         g, r, pr = time_pair(fn, a, b, s.flops, rounds)
         rows.append(Row(s, s.mode, hand, secs, imp.cost.main, g, r, pr))
@@ -187,9 +191,9 @@ def geomean(xs) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
-def print_table(rows: list[Row], core: str) -> None:
+def print_table(rows: list[Row], core: str, target: str = "avx2") -> None:
     print(
-        f"f32 matmul, single thread, AVX2; numpy = OpenBLAS, OPENBLAS_CORETYPE={core}; "
+        f"f32 matmul, single thread, target {target}; numpy = OpenBLAS, OPENBLAS_CORETYPE={core}; "
         "GFLOP/s = best of interleaved rounds"
     )
     head = (

@@ -15,10 +15,12 @@ from collections.abc import Callable
 
 from .errors import ScheduleError
 from .ir import Impl, SpecHole
+from .recipes import register_block
 from .spec import Spec
 
-PACK = "[0, 2, 1, 2 p(16)]"  # B (1 x k x n) as [batch, n/16, k, 16]: 16-wide panels
-MR, NR = 6, 16  # the block left to the synthesizer: 6 x 16 f32 = 12 accumulator vectors
+# The block left to the synthesizer is the target's register block (recipes.register_block:
+# 6 x 16 f32 = 12 accumulator vectors on avx2, 14 x 32 on avx512), B packed into panels
+# as wide as its rows.
 KC, MC = 256, 96  # cache tiles when k > 512: a kc x 16 panel of B in L1, an mc x kc block of A in L2
 
 
@@ -45,11 +47,14 @@ def _tile_dim(d: int, size: int):
 
 
 def blis(spec: Spec, kc: int | None = None, mc: int | None = None) -> Impl:
-    """The Goto/BLIS structure for an f32 Matmul: `to_accum`; B packed into 16-wide
+    """The Goto/BLIS structure for an f32 Matmul: `to_accum`; B packed into nr-wide
     panels (the Move stays open); loops over k chunks of `kc` and row blocks of `mc`
-    (default 256 and 96 when k > 512), then 16-wide column panels and 6-row blocks.
-    Left open: zeroing C, the packing copy, and each 6 x kc x 16 block (register tile,
-    loads, kernels) with the boundary blocks of sizes that 6 does not divide."""
+    (default 256 and 96 when k > 512), then nr-wide column panels and mr-row blocks,
+    mr x nr the target's register block (avx2: 6 x 16). Left open: zeroing C, the
+    packing copy, and each mr x kc x nr block (register tile, loads, kernels) with the
+    boundary blocks of sizes that mr does not divide."""
+    blk = register_block(spec.target, "f32")
+    mr, nr = blk.rows, blk.cols
     problems = []
     if spec.kind != "Matmul":
         problems.append(f"a Matmul spec (got {spec.kind})")
@@ -57,35 +62,37 @@ def blis(spec: Spec, kc: int | None = None, mc: int | None = None) -> Impl:
         b, _m, k, n = spec.shape
         if b != 1:
             problems.append(f"batch 1 (got {b})")
-        if n % NR:
-            problems.append(f"n a multiple of {NR}, to pack B into {NR}-wide panels (got n = {n})")
+        if n % nr:
+            problems.append(f"n a multiple of {nr}, to pack B into {nr}-wide panels (got n = {n})")
         if kc is None and k > 512:
             kc, mc = KC, MC
     if any(str(o.dtype) != "f32" for o in spec.operands):
-        problems.append("f32 operands (the panels and register blocks are sized for 8-wide f32 vectors)")
+        problems.append(f"f32 operands (the panels and register blocks are sized for {blk.lanes}-wide f32 vectors)")
     if problems:
         raise ScheduleError(f"guide 'blis' does not apply to {spec}: it needs " + "; ".join(problems))
     imp = spec.to_accum()
     memory = spec.target.memory_level.name  # pack B into panels in a buffer of its own
-    imp = imp.subschedule([1], lambda a: a.move_param(1, memory, PACK))
+    imp = imp.subschedule([1], lambda a: a.move_param(1, memory, blk.pack))
     if kc:
         imp = _map_accum_holes(imp, _tile_dim(2, kc))  # k chunks (split)
     if mc:
         imp = _map_accum_holes(imp, _tile_dim(1, mc))  # row blocks of A (L2)
-    imp = _map_accum_holes(imp, _tile_dim(3, NR))  # 16-wide panels of B and C
-    return _map_accum_holes(imp, _tile_dim(1, MR))  # 6-row register blocks
+    imp = _map_accum_holes(imp, _tile_dim(3, nr))  # nr-wide panels of B and C
+    return _map_accum_holes(imp, _tile_dim(1, mr))  # mr-row register blocks
 
 
 CHANNELS_LAST = ("[0, 2, 3, 1]", "[2, 3, 1, 0]", "[0, 2, 3, 1]")  # image NHWC, filters HWCF, output NHWC
-CONV_W, CONV_F = 6, 16  # output pixels x output channels per register block (12 ymm accumulators)
+# A conv register block is the target's matmul block (recipes.register_block): its rows
+# are output pixels, its columns output channels (avx2: 6 x 16, 12 ymm accumulators).
 
 
 def conv(spec: Spec) -> Impl:
-    """A channels-last f32 Conv of batch 1: `to_accum`, then loops over blocks of 16
-    output channels, output rows and 6 output pixels, and `spatial_split` on each block
-    (boundary blocks included). Left open: zeroing the output and, at each filter
-    position, a MatmulAccum(1 x 6 x c x 16) over views of the image, filters and output
-    (the register block, its loads and kernels, found by the synthesizer)."""
+    """A channels-last f32 Conv of batch 1: `to_accum`, then loops over blocks of nr
+    output channels, output rows and mr output pixels (the target's register block: 16
+    and 6 on avx2), and `spatial_split` on each block (boundary blocks included). Left
+    open: zeroing the output and, at each filter position, a MatmulAccum(1 x mr x c x nr)
+    over views of the image, filters and output (the register block, its loads and
+    kernels, found by the synthesizer)."""
     problems = []
     if spec.kind != "Conv":
         problems.append(f"a Conv spec (got {spec.kind})")
@@ -96,7 +103,8 @@ def conv(spec: Spec) -> Impl:
             problems.append(f"channels-last layouts (image and output {CHANNELS_LAST[0]}, filters {CHANNELS_LAST[1]})")
             break
     if any(str(o.dtype) != "f32" for o in spec.operands):
-        problems.append("f32 operands (the register blocks are sized for 8-wide f32 vectors)")
+        lanes = register_block(spec.target, "f32").lanes
+        problems.append(f"f32 operands (the register blocks are sized for {lanes}-wide f32 vectors)")
     if problems:
         raise ScheduleError(f"guide 'conv' does not apply to {spec}: it needs " + "; ".join(dict.fromkeys(problems)))
     imp = spec.to_accum()
@@ -107,10 +115,12 @@ def conv(spec: Spec) -> Impl:
 
 
 def _conv_blocks(a: Impl) -> Impl:
-    """Blocks of 16 channels x 1 row x 6 pixels, split by filter position; a boundary
-    region (the pixels or channels 6 and 16 leave over, over all rows) is blocked again."""
+    """Blocks of nr channels x 1 row x mr pixels (avx2: 16 and 6), split by filter
+    position; a boundary region (the pixels or channels they leave over, over all rows)
+    is blocked again."""
     _b, f, c, h, w, fh, fw = a.spec.shape
-    tile = [1, min(f, CONV_F), c, 1, min(w, CONV_W), fh, fw]
+    blk = register_block(a.spec.target, str(a.spec.operands[2].dtype))
+    tile = [1, min(f, blk.cols), c, 1, min(w, blk.rows), fh, fw]
     if tile == list(a.spec.shape):
         return a.spatial_split()
     imp = a.tile(tile)

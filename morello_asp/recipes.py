@@ -16,11 +16,42 @@ holes -- can be finished by hand: `complete(imp, scalar)` down to scalar kernels
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from .dtypes import Dtype
 from .ir import Impl, SpecHole
 from .schedule import leaf_spec
 from .spec import parse_spec
+from .target import Target, as_target
 
-PACK = "[0, 2, 1, 2 p(16)]"  # B (1 x k x n) as [batch, n/16, k, 16]
+PACK = "[0, 2, 1, 2 p(16)]"  # B (1 x k x n) as [batch, n/16, k, 16] (avx2's f32 block; see register_block)
+
+
+@dataclass(frozen=True)
+class RegisterBlock:
+    """The classic register block of a target, from what it declares: `rows` x `cols`
+    values of C held in vector registers, `lanes` values per vector."""
+
+    rows: int  # MR: rows of A broadcast per k step
+    cols: int  # NR: two vectors of the widest width
+    lanes: int  # values per vector register
+
+    @property
+    def pack(self) -> str:
+        """B (1 x k x n) packed into `cols`-wide panels: [batch, n/cols, k, cols]."""
+        return f"[0, 2, 1, 2 p({self.cols})]"
+
+
+def register_block(target: Target | str | None = None, dtype: str = "f32") -> RegisterBlock:
+    """The Goto/BLIS register block for `dtype` on `target`, derived from its facts alone:
+    a row of B is two of its widest vectors (tgt_vector_bytes), and C's block takes as
+    many rows of two accumulators as its vector level holds besides B's row and one
+    broadcast (tgt_level capacity). avx2 (16 x 32 B): 6 x 16 f32; avx512 (32 x 64 B):
+    14 x 32; neon (32 x 16 B): 14 x 8."""
+    tgt = as_target(target)
+    lanes = max(tgt.vector_types) // Dtype.parse(dtype).nbytes
+    regs = tgt.vector_levels[0].capacity
+    return RegisterBlock(rows=max(1, (regs - 3) // 2), cols=2 * lanes, lanes=lanes)
 
 
 # The levels a recipe uses, by role in the program's target (no level is named here).
@@ -36,66 +67,75 @@ def _memory(p) -> str:
     return leaf_spec(p).target.memory_level.name
 
 
-MR, NR = 6, 16  # register tile: 6 rows x 16 columns = 12 vectors of 8 f32
+def _row_moves(blk: RegisterBlock):
+    """Move of a C block between L1 and VRF: one row (2 vectors) at a time."""
+    return lambda mv: mv.tile([1, 1, blk.cols]).select("VectorAssign")
 
 
-def _row_moves(mv):
-    """Move of a C block between L1 and VRF: one 16-wide row (2 vectors) at a time."""
-    return mv.tile([1, 1, NR]).select("VectorAssign")
-
-
-def _k_step(h):
-    """MatmulAccum(1 x r x 1 x 16): load the B row into VRF, then per row of A one
+def _k_step(blk: RegisterBlock):
+    """MatmulAccum(1 x r x 1 x cols): load the B row into VRF, then per row of A one
     broadcast-FMA into that row's two accumulators."""
-    cache, vregs = _cache(h), _vregs(h)
-    h = h.move_param(1, cache, PACK).move_param(1, vregs, PACK, vector_size=8)
-    h = h.subschedule([0, 0], lambda load: load.select("VectorAssign"))
-    return h.subschedule(
-        [0, 1], lambda body: body.tile([1, 1, 1, NR]).move_param(0, cache).select("BroadcastVecMultAdd")
-    )
+
+    def step(h):
+        cache, vregs = _cache(h), _vregs(h)
+        h = h.move_param(1, cache, blk.pack).move_param(1, vregs, blk.pack, vector_size=blk.lanes)
+        h = h.subschedule([0, 0], lambda load: load.select("VectorAssign"))
+        return h.subschedule(
+            [0, 1], lambda body: body.tile([1, 1, 1, blk.cols]).move_param(0, cache).select("BroadcastVecMultAdd")
+        )
+
+    return step
 
 
-def _register_block(h):
-    """MatmulAccum(1 x r x k x 16) with C's r x 16 block held in registers over all of k."""
-    h = h.move_param(2, _cache(h))  # cache hint: no code
+def _register_block(blk: RegisterBlock):
+    """MatmulAccum(1 x r x k x cols) with C's r x cols block held in registers over all of k."""
 
     def regs(a):
-        a = a.move_param(2, _vregs(a), "row_major", vector_size=8)
-        a = a.subschedule([0], _row_moves).subschedule([2], _row_moves)
-        return a.subschedule([1], lambda body: body.split(1).subschedule([0], _k_step))
+        a = a.move_param(2, _vregs(a), "row_major", vector_size=blk.lanes)
+        a = a.subschedule([0], _row_moves(blk)).subschedule([2], _row_moves(blk))
+        return a.subschedule([1], lambda body: body.split(1).subschedule([0], _k_step(blk)))
 
-    return h.subschedule([0], regs)
-
-
-def _pack(mv):
-    """Move(1 x k x n) row-major -> packed panels, one row of B at a time, 16 values at
-    a time (one dimension per tile, as the search tiles)."""
-    _, k, n = mv.spec.shape
-    if k > 1:
-        mv = mv.tile([1, 1, n])
-    if n > NR:
-        mv = mv.tile([1, 1, NR])
-    mv = mv.move_param(0, _cache(mv)).move_param(1, _cache(mv), PACK)
-    return mv.tile([1, 1, 1]).select("ValueAssign")
+    return lambda h: h.move_param(2, _cache(h)).subschedule([0], regs)  # the cache move: a hint, no code
 
 
-def fast_matmul(m: int = 512, k: int = 512, n: int = 512, dtype: str = "f32", mr: int = MR):
-    """The hand-scheduled program for Matmul(m x k x n) in GL (n a multiple of 16;
-    dtype f32 or i32, whose 8-lane kernels the recipe uses). `mr` rows per register
-    block: 6 is the classic; a power of two (4) keeps every rewrite in the search space."""
-    if n % NR:
-        raise ValueError(f"n must be a multiple of {NR}")
-    imp = parse_spec(f"Matmul({m}x{k}x{n}, {dtype})").to_accum()
+def _pack(blk: RegisterBlock):
+    """Move(1 x k x n) row-major -> packed panels, one row of B at a time, `cols` values
+    at a time (one dimension per tile, as the search tiles)."""
+
+    def pack(mv):
+        _, k, n = mv.spec.shape
+        if k > 1:
+            mv = mv.tile([1, 1, n])
+        if n > blk.cols:
+            mv = mv.tile([1, 1, blk.cols])
+        mv = mv.move_param(0, _cache(mv)).move_param(1, _cache(mv), blk.pack)
+        return mv.tile([1, 1, 1]).select("ValueAssign")
+
+    return pack
+
+
+def fast_matmul(m: int = 512, k: int = 512, n: int = 512, dtype: str = "f32", mr: int | None = None, target=None):
+    """The hand-scheduled program for Matmul(m x k x n) in GL on `target` (default avx2)
+    with the target's register block (`register_block`: 6 x 16 f32 on avx2; n a multiple
+    of its columns; dtype f32 or i32). `mr` rows per register block instead of the
+    target's: a power of two (4) keeps every rewrite in the search space."""
+    blk = register_block(target, dtype)
+    if mr is not None:
+        blk = RegisterBlock(mr, blk.cols, blk.lanes)
+    nr = blk.cols
+    if n % nr:
+        raise ValueError(f"n must be a multiple of {nr} (two {blk.lanes}-lane vectors)")
+    imp = parse_spec(f"Matmul({m}x{k}x{n}, {dtype})", target).to_accum()
     imp = imp.subschedule([0], lambda z: z.select("MemsetZero"))
-    imp = imp.move_param(1, _memory(imp), PACK)  # pack B
-    imp = imp.subschedule([1, 0], _pack)
-    if n > NR:
-        imp = imp.tile([1, m, k, NR])  # loop over 16-wide panels of B (and of C)
-    if m > mr:  # loop over mr-row blocks of A (and of C); a remainder block is a boundary
+    imp = imp.move_param(1, _memory(imp), blk.pack)  # pack B
+    imp = imp.subschedule([1, 0], _pack(blk))
+    if n > nr:
+        imp = imp.tile([1, m, k, nr])  # loop over nr-wide panels of B (and of C)
+    if m > blk.rows:  # loop over row blocks of A (and of C); a remainder block is a boundary
         ((path, _),) = imp.holes()
-        imp = imp.subschedule(path, lambda panel: panel.tile([1, mr, k, NR]))
+        imp = imp.subschedule(path, lambda panel: panel.tile([1, blk.rows, k, nr]))
     for path, _hole in imp.holes():
-        imp = imp.subschedule(path, _register_block)
+        imp = imp.subschedule(path, _register_block(blk))
     return imp
 
 
@@ -147,11 +187,12 @@ def vec_rows(mv):
 
 
 def reg_block(h):
-    """MatmulAccum(1 x r x k x c), c a multiple of 4, with out held in VRF over all of k:
+    """MatmulAccum(1 x r x k x c), c a multiple of a vector's lanes, with out held in VRF over all of k:
     per k, rhs row to VRF, then one BroadcastVecMultAdd per row of lhs."""
     s = leaf_spec(h)
     c = s.shape[3]
-    vs = 8 if c % 8 == 0 else 4
+    nbytes = s.operands[2].dtype.nbytes  # the widest vector of the target whose lanes divide c
+    vs = max((w // nbytes for w in s.target.vector_types if c % (w // nbytes) == 0), default=4)
     rlay = str(s.operands[1].layout)
 
     def kstep(b):

@@ -49,3 +49,57 @@ def test_avx512_programs_match_numpy_where_the_cpu_has_avx512(program):
         pytest.skip(f"this CPU lacks {', '.join(missing)} (/proc/cpuinfo): AVX-512 programs compiled, not run")
     err, tol = program.compile().check()
     assert err <= tol
+
+
+def test_the_register_block_comes_from_the_target_facts():
+    """recipes.register_block: two of the widest vectors per row; as many rows of two
+    accumulators as the vector level holds besides B's row and one broadcast."""
+    from morello_asp.recipes import register_block
+
+    for name in ("avx2", "avx512", "neon"):
+        tgt = get_ctarget(name).target
+        lanes = max(tgt.vector_types) // 4
+        regs = tgt.vector_levels[0].capacity
+        blk = register_block(name)
+        assert (blk.lanes, blk.cols) == (lanes, 2 * lanes)
+        assert 2 * blk.rows + 3 <= regs < 2 * (blk.rows + 1) + 3
+    assert (register_block("avx2").rows, register_block("avx2").cols) == (6, 16)  # the classic AVX2 block
+
+
+def test_the_hand_recipe_on_avx512_keeps_its_block_in_zmm_registers():
+    from morello_asp.recipes import fast_matmul, register_block
+
+    blk = register_block("avx512")
+    c = fast_matmul(2 * blk.rows, 8, blk.cols, target="avx512").to_c()
+    accs = 2 * blk.rows  # one register variable per accumulator vector, 28 zmm
+    assert "__m512 vout_0," in c and f"vout_{accs - 1};" in c and f"vout_{accs}" not in c
+    assert "p(32)" in c and "_mm512_fmadd_ps" in c
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc on PATH")
+def test_matmul_benchmark_builds_avx512_programs_and_runs_them_only_where_it_can():
+    """`benchmarks/matmul.py --target avx512`: synthesizes and compiles; on a CPU without
+    avx512f one line names the flag (exit 0, no traceback); with it, the timing table."""
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "matmul.py"
+    r = subprocess.run(
+        [sys.executable, str(script), "--target", "avx512", "--sizes", "32", "64"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    assert "14 x 32 f32 register block" in r.stdout
+    missing = get_ctarget("avx512").missing_cpu_flags()
+    if missing:
+        (line,) = [ln for ln in r.stdout.splitlines() if "cannot run here" in ln]
+        assert "compiled" in line and "lacks avx512f" in line
+    else:
+        assert "morello-asp GFLOP/s" in r.stdout and "cannot run" not in r.stdout
+    bad = subprocess.run(
+        [sys.executable, str(script), "--target", "avx512", "--sizes", "48"], capture_output=True, text=True
+    )
+    assert bad.returncode == 1 and "multiples of 32" in bad.stderr and "Traceback" not in bad.stderr

@@ -79,3 +79,15 @@ def test_every_vector_kernel_matches_numpy_under_qemu(spec, kernel):
     imp = parse_spec(f"{spec}, {LIMITS})", "neon").select(kernel)
     err, tol = StandaloneProgram(imp).check(seed=2)
     assert err <= tol
+
+
+def test_hand_recipe_with_the_neon_register_block_matches_numpy_under_qemu():
+    """recipes.fast_matmul on neon: 14 x 8 blocks (4-lane vectors, 32 registers), a
+    boundary block of rows, B packed into 8-wide panels."""
+    _needs_tools()
+    from morello_asp.recipes import fast_matmul
+
+    imp = fast_matmul(30, 5, 24, target="neon")
+    assert "p(8)" in str(imp)
+    err, tol = imp.compile().check(seed=4)
+    assert err <= tol
