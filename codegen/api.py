@@ -185,23 +185,31 @@ class Program:
     # ------------------------------------------------------------ timing
     def benchmark(self, reps: int = 7, min_time: float = 0.05, warmup: int = 2, seed: int = 0) -> BenchResult:
         """Median time per call over `reps` repetitions, each long enough (>= min_time s)
-        that the clock's resolution does not matter; the loop runs in C."""
+        that the clock's resolution does not matter; the loop runs in C (`kernel_bench`,
+        the same function a standalone program times itself with)."""
         spec = self.spec
-        rng = np.random.default_rng(seed)
-        bufs = []
-        for _i, (ts, shape) in enumerate(zip(spec.operands, spec.operand_shapes)):
-            a = rng.random(shape) if ts.dtype.is_float else rng.integers(-4, 5, shape)
-            bufs.append(to_buffer(a.astype(ts.dtype.np_dtype), ts.layout, shape))
-        ptrs = self._ptrs(bufs)
-        ffi = self.module.ffi
-        times = ffi.new("double[]", max(reps, 1))
-        self._bench(*ptrs, warmup, 1, 1, times)
-        once = max(times[0], 1e-9)
-        iters = max(1, min(10**7, int(min_time / once)))
-        self._bench(*ptrs, 0, iters, reps, times)
+        bufs = [
+            to_buffer(a, ts.layout, s)
+            for a, ts, s in zip(bench_operands(spec, seed), spec.operands, spec.operand_shapes)
+        ]
+        times = self.module.ffi.new("double[]", max(reps, 1))
+        iters = self._bench(*self._ptrs(bufs), warmup, reps, min_time, times)
+        if iters < 0:
+            raise CodegenError(f"{spec.short()}: out of memory for the timing buffers")
         per = [times[r] for r in range(reps)]
         med = statistics.median(per)
         return BenchResult(med, flops(spec) / med / 1e9, per, iters)
+
+
+def bench_operands(spec: Spec, seed: int = 0) -> list[np.ndarray]:
+    """The operands programs are timed on (in-process and standalone alike): uniform in
+    [0, 1) for floats, integers in [-4, 4] otherwise."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for ts, shape in zip(spec.operands, spec.operand_shapes):
+        a = rng.random(shape) if ts.dtype.is_float else rng.integers(-4, 5, shape)
+        out.append(a.astype(ts.dtype.np_dtype))
+    return out
 
 
 def compile_impl(impl: Impl, target: str | Target | None = None, rules=()) -> Program:

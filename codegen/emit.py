@@ -522,24 +522,58 @@ def to_c(impl: Impl, target: str | Target | None = None, rules=()) -> str:
 
 def bench_signature(spec: Spec, fname: str = "kernel") -> str:
     sig = signature(spec, fname + "_bench")
-    return sig[:-1] + ", int warmup, int iters, int reps, double *times)"
+    return "long" + sig[len("void") : -1] + ", int warmup, int reps, double min_time, double *times)"
+
+
+BENCH_GAP = 192  # bytes between operands in the timing arena (below)
 
 
 def bench_function(spec: Spec, fname: str = "kernel") -> str:
-    """The timing loop runs in C so Python call overhead is not measured."""
-    args = ", ".join(param_names(spec))
-    return "\n".join(
-        [
-            bench_signature(spec, fname),
-            "{",
-            "    struct timespec t0, t1;",
-            f"    for (int w = 0; w < warmup; w++) {fname}({args});",
-            "    for (int r = 0; r < reps; r++) {",
-            "        clock_gettime(CLOCK_MONOTONIC, &t0);",
-            f"        for (int i = 0; i < iters; i++) {fname}({args});",
-            "        clock_gettime(CLOCK_MONOTONIC, &t1);",
-            "        times[r] = ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / iters;",
-            "    }",
-            "}",
-        ]
-    )
+    """The timing loop, in C so no Python call is measured; in-process timing (cffi) and
+    standalone programs call this same function, so both time the same thing the same
+    way. It copies the operands into one page-aligned arena at fixed offsets (each
+    64-byte aligned, BENCH_GAP bytes apart so that equal-sized operands do not start at
+    the same 4 KiB offset), so the buffers' placement is the same in every process; runs
+    `warmup` calls; times one call to choose the calls per repetition (enough for
+    `min_time` seconds, 1 to 10^7); then times `reps` repetitions with
+    clock_gettime(CLOCK_MONOTONIC), seconds per call in `times`. Returns the calls per
+    repetition (-1 if the arena cannot be allocated)."""
+    names = param_names(spec)
+    offs, at = [], 0
+    for ts, shape in zip(spec.operands, spec.operand_shapes):
+        offs.append(at)
+        nbytes = ts.layout.buffer_volume(shape) * ts.dtype.nbytes
+        at += -(-nbytes // 64) * 64 + BENCH_GAP
+    total = -(-at // 4096) * 4096
+    bargs = ", ".join(f"b_{n}" for n in names)
+    L = [
+        bench_signature(spec, fname),
+        "{",
+        f"    char *arena = aligned_alloc(4096, {total});",
+        "    if (!arena) return -1;",
+    ]
+    for n, ts, shape, off in zip(names, spec.operands, spec.operand_shapes, offs):
+        ct = ts.dtype.c_type
+        L.append(f"    {ct} *b_{n} = ({ct} *)(arena + {off});")
+        L.append(f"    memcpy(b_{n}, {n}, {ts.layout.buffer_volume(shape)} * sizeof({ct}));")
+    L += [
+        "    struct timespec t0, t1;",
+        f"    for (int w = 0; w < warmup; w++) {fname}({bargs});",
+        "    clock_gettime(CLOCK_MONOTONIC, &t0);",
+        f"    {fname}({bargs});",
+        "    clock_gettime(CLOCK_MONOTONIC, &t1);",
+        "    double once = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);",
+        "    double want = min_time / (once > 1e-9 ? once : 1e-9);",
+        "    long iters = want < 1 ? 1 : want > 1e7 ? 10000000 : (long)want;",
+        "    for (int r = 0; r < reps; r++) {",
+        "        clock_gettime(CLOCK_MONOTONIC, &t0);",
+        f"        for (long i = 0; i < iters; i++) {fname}({bargs});",
+        "        clock_gettime(CLOCK_MONOTONIC, &t1);",
+        "        double t = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);",
+        "        times[r] = t / (double)iters;",
+        "    }",
+        "    free(arena);",
+        "    return iters;",
+        "}",
+    ]
+    return "\n".join(L)

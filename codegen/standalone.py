@@ -10,8 +10,9 @@ Each file holds the operand's *buffer*: its values in the operand's layout (for
 row-major operands, the logical array in C order), raw, native byte order (numpy's
 `a.tofile(f)` / `np.fromfile(f, dtype)`). Files of operands the program reads are read
 (an accumulating output too); the output's file is written. Then the program is timed
-(the same `kernel_bench` loop as in-process timing: warm-up, calls in a loop,
-`clock_gettime`) and one line goes to stderr:
+(`kernel_bench`, the function in-process timing calls: the operands copied into one
+page-aligned arena, 2 warm-up calls, calls per repetition for 0.05 s, `clock_gettime`)
+and two lines go to stderr:
 
     times: 1.240e-06 1.234e-06 ...   (seconds per call, one per repetition)
     time: 1.234e-06 s/iter (median of 7 reps x 40000 calls)
@@ -128,12 +129,8 @@ def main_function(impl: Impl) -> str:
         "    int reps = reps_env ? atoi(reps_env) : 7;",
         "    if (reps > 0) {",
         "        double *times = malloc(sizeof(double) * (size_t)reps);",
-        f"        kernel_bench({args}, 1, 1, 1, times);",
-        "        double once = times[0] > 1e-9 ? times[0] : 1e-9;",
-        "        long iters = (long)(0.05 / once);",
-        "        if (iters < 1) iters = 1;",
-        "        if (iters > 10000000) iters = 10000000;",
-        f"        kernel_bench({args}, 0, (int)iters, reps, times);",
+        f"        long iters = kernel_bench({args}, 2, reps, 0.05, times);",
+        '        if (iters < 0) { fprintf(stderr, "out of memory\\n"); exit(2); }',
         '        fprintf(stderr, "times:");',
         '        for (int r = 0; r < reps; r++) fprintf(stderr, " %.6e", times[r]);',
         '        fprintf(stderr, "\\n");',
@@ -268,11 +265,10 @@ class StandaloneProgram:
         return err, tolerance(self.spec, want)
 
     def benchmark(self, reps: int = 7, **_kw):
-        from .api import BenchResult
+        from .api import BenchResult, bench_operands
 
         spec = self.spec
-        ops = [np.zeros(s, t.dtype.np_dtype) for t, s in zip(spec.operands, spec.operand_shapes)]
-        _got, err = self.run(ops, reps=max(reps, 1))
+        _got, err = self.run(bench_operands(spec), reps=max(reps, 1))  # the in-process timing's operands
         m = TIME_LINE.search(err)
         if not m:
             raise CodegenError(f"{self.exe} printed no timing line: {err.strip()!r}")

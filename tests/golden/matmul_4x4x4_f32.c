@@ -19,15 +19,32 @@ void kernel(const float *restrict lhs, const float *restrict rhs, float *restric
     }
 }
 
-void kernel_bench(const float *restrict lhs, const float *restrict rhs, float *restrict out, int warmup, int iters, int reps, double *times)
+long kernel_bench(const float *restrict lhs, const float *restrict rhs, float *restrict out, int warmup, int reps, double min_time, double *times)
 {
+    char *arena = aligned_alloc(4096, 4096);
+    if (!arena) return -1;
+    float *b_lhs = (float *)(arena + 0);
+    memcpy(b_lhs, lhs, 16 * sizeof(float));
+    float *b_rhs = (float *)(arena + 256);
+    memcpy(b_rhs, rhs, 16 * sizeof(float));
+    float *b_out = (float *)(arena + 512);
+    memcpy(b_out, out, 16 * sizeof(float));
     struct timespec t0, t1;
-    for (int w = 0; w < warmup; w++) kernel(lhs, rhs, out);
+    for (int w = 0; w < warmup; w++) kernel(b_lhs, b_rhs, b_out);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    kernel(b_lhs, b_rhs, b_out);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double once = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    double want = min_time / (once > 1e-9 ? once : 1e-9);
+    long iters = want < 1 ? 1 : want > 1e7 ? 10000000 : (long)want;
     for (int r = 0; r < reps; r++) {
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (int i = 0; i < iters; i++) kernel(lhs, rhs, out);
+        for (long i = 0; i < iters; i++) kernel(b_lhs, b_rhs, b_out);
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        times[r] = ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / iters;
+        double t = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        times[r] = t / (double)iters;
     }
+    free(arena);
+    return iters;
 }
 
