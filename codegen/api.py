@@ -69,23 +69,19 @@ def loadable(ct: CTarget) -> CTarget:
     return ct
 
 
-class Program:
-    """A compiled program: call it on numpy arrays, or time it."""
+class Callable:
+    """What every compiled program does the same way, however it runs: take inputs in
+    logical shape (checked against the spec), return the output(s) or write them into
+    `out=`, and check itself against the numpy reference. Subclasses run the program
+    (`_execute`)."""
 
-    def __init__(self, impl: Impl, target: str | Target | None = None, rules=(), _built=None):
-        self.impl = impl
-        self.spec: Spec = impl.spec
-        if _built is None:
-            self.source, self.openmp = generate(impl, target, rules)
-            ct = loadable(get_ctarget(target or impl.spec.target, rules))
-            cdef = signature(self.spec, "kernel") + ";\n" + bench_signature(self.spec, "kernel") + ";"
-            _built = (build(self.source, cdef, ct.flags, self.openmp, cc=ct.compiler_command), "kernel")
-        self.module, fname = _built
-        self._fn = getattr(self.module.lib, fname)
-        self._bench = getattr(self.module.lib, fname + "_bench")
-        self.names = param_names(self.spec)
+    spec: Spec
+    names: list[str]
 
-    # ------------------------------------------------------------ argument handling
+    def _execute(self, arrays: dict[int, np.ndarray]) -> None:
+        """Run on logical arrays (one per operand), writing the outputs' arrays in place."""
+        raise NotImplementedError
+
     def _logical(self, i: int, a, what: str) -> np.ndarray:
         spec = self.spec
         shape = spec.operand_shapes[i]
@@ -108,29 +104,6 @@ class Program:
             else:
                 raise CodegenError(f"{what} ({self.names[i]}) has shape {a.shape}; {spec.short()} needs {shape}")
         return a
-
-    def _buffer(self, i: int, a: np.ndarray) -> np.ndarray:
-        ts = self.spec.operands[i]
-        shape = self.spec.operand_shapes[i]
-        if (
-            str(ts.layout) == "row_major"
-            and a.flags.c_contiguous
-            and is_aligned(a)
-            and ts.layout.buffer_volume(shape) == a.size
-        ):
-            return a.reshape(-1)
-        return to_buffer(a, ts.layout, shape)
-
-    def _ptrs(self, bufs):
-        ffi = self.module.ffi
-        return [
-            ffi.from_buffer(
-                f"{self.spec.operands[i].dtype.c_type}[]",
-                b.view(self.spec.operands[i].dtype.raw_dtype),
-                require_writable=(i in self.spec.outputs),
-            )
-            for i, b in enumerate(bufs)
-        ]
 
     def __call__(self, *args, out=None):
         """Inputs in order; the output(s) returned, or written into `out=` (a tuple of
@@ -156,11 +129,7 @@ class Program:
         for i in ins:  # the C function's pointers are restrict: never let out alias an input
             if any(np.shares_memory(arrays[i], arrays[o]) for o in outs):
                 arrays[i] = arrays[i].copy()
-        bufs = [self._buffer(i, arrays[i]) for i in range(len(spec.operands))]
-        self._fn(*self._ptrs(bufs))
-        for o in outs:
-            if not np.shares_memory(bufs[o], arrays[o]):
-                from_buffer(bufs[o], spec.operands[o].layout, spec.operand_shapes[o], out=arrays[o])
+        self._execute(arrays)
         if out is not None:
             return out
         res = [
@@ -181,6 +150,54 @@ class Program:
         gots = list(got) if len(outs) > 1 else [got]
         err = max(max_error(g, w) for g, w in zip(gots, wants))
         return err, max(tolerance(spec, w) for w in wants)
+
+
+class Program(Callable):
+    """A compiled program loaded in this process: call it on numpy arrays, or time it."""
+
+    def __init__(self, impl: Impl, target: str | Target | None = None, rules=(), _built=None):
+        self.impl = impl
+        self.spec: Spec = impl.spec
+        if _built is None:
+            self.source, self.openmp = generate(impl, target, rules)
+            ct = loadable(get_ctarget(target or impl.spec.target, rules))
+            cdef = signature(self.spec, "kernel") + ";\n" + bench_signature(self.spec, "kernel") + ";"
+            _built = (build(self.source, cdef, ct.flags, self.openmp, cc=ct.compiler_command), "kernel")
+        self.module, fname = _built
+        self._fn = getattr(self.module.lib, fname)
+        self._bench = getattr(self.module.lib, fname + "_bench")
+        self.names = param_names(self.spec)
+
+    def _buffer(self, i: int, a: np.ndarray) -> np.ndarray:
+        ts = self.spec.operands[i]
+        shape = self.spec.operand_shapes[i]
+        if (
+            str(ts.layout) == "row_major"
+            and a.flags.c_contiguous
+            and is_aligned(a)
+            and ts.layout.buffer_volume(shape) == a.size
+        ):
+            return a.reshape(-1)
+        return to_buffer(a, ts.layout, shape)
+
+    def _ptrs(self, bufs):
+        ffi = self.module.ffi
+        return [
+            ffi.from_buffer(
+                f"{self.spec.operands[i].dtype.c_type}[]",
+                b.view(self.spec.operands[i].dtype.raw_dtype),
+                require_writable=(i in self.spec.outputs),
+            )
+            for i, b in enumerate(bufs)
+        ]
+
+    def _execute(self, arrays: dict[int, np.ndarray]) -> None:
+        spec = self.spec
+        bufs = [self._buffer(i, arrays[i]) for i in range(len(spec.operands))]
+        self._fn(*self._ptrs(bufs))
+        for o in spec.outputs:
+            if not np.shares_memory(bufs[o], arrays[o]):
+                from_buffer(bufs[o], spec.operands[o].layout, spec.operand_shapes[o], out=arrays[o])
 
     # ------------------------------------------------------------ timing
     def benchmark(self, reps: int = 7, min_time: float = 0.05, warmup: int = 2, seed: int = 0) -> BenchResult:

@@ -9,7 +9,7 @@ from the target's facts). The executable's interface:
 Each file holds the operand's *buffer*: its values in the operand's layout (for
 row-major operands, the logical array in C order), raw, native byte order (numpy's
 `a.tofile(f)` / `np.fromfile(f, dtype)`). Files of operands the program reads are read
-(an accumulating output too); the output's file is written. Then the program is timed
+(an accumulating output too); each output's file is written. Then the program is timed
 (`kernel_bench`, the function in-process timing calls: the operands copied into one
 page-aligned arena, 2 warm-up calls, calls per repetition for 0.05 s, `clock_gettime`)
 and two lines go to stderr:
@@ -36,6 +36,7 @@ from morello_asp.errors import CodegenError
 from morello_asp.ir import Impl
 from morello_asp.target import Target
 
+from .api import Callable, bench_operands
 from .build import cache_dir, compiler
 from .convert import from_buffer, to_buffer
 from .ctarget import CTarget, get_ctarget
@@ -56,10 +57,6 @@ def main_function(impl: Impl) -> str:
     """`main` for the program `kernel` (and its timing loop `kernel_bench`)."""
     spec = impl.spec
     names = param_names(spec)
-    if len(spec.outputs) > 1:
-        raise CodegenError(
-            f"{spec.kind} has {len(spec.outputs)} outputs; standalone programs write one (use the in-process path)"
-        )
     reads = set(inputs_of(spec))
     n = len(spec.operands)
     L = [
@@ -116,13 +113,12 @@ def main_function(impl: Impl) -> str:
                 f"    else for (size_t k = 0; k < {vol}; k++) {name}[k] = ({ct})((int)((k * 7 + {3 * i}) % 17) - 8);"
             )
     args = ", ".join(names)
-    o = names[spec.output]
+    outs = [names[o] for o in spec.outputs]
+    L += [f"    kernel({args});", "    if (argc > 1) {"]
+    L += [f"        write_buf(argv[{o + 1}], {names[o]}, {names[o]}_bytes);" for o in spec.outputs]
+    L += ["    } else {", "        double sum = 0;"]
+    L += [f"        for (size_t k = 0; k < {o}_bytes / sizeof *{o}; k++) sum += (double){o}[k];" for o in outs]
     L += [
-        f"    kernel({args});",
-        f"    if (argc > 1) write_buf(argv[{spec.output + 1}], {o}, {o}_bytes);",
-        "    else {",
-        "        double sum = 0;",
-        f"        for (size_t k = 0; k < {o}_bytes / sizeof *{o}; k++) sum += (double){o}[k];",
         '        printf("checksum: %.17g\\n", sum);',
         "    }",
         '    const char *reps_env = getenv("MORELLO_ASP_REPS");',
@@ -197,9 +193,10 @@ def build_executable(impl: Impl, target: str | Target | None = None, rules=()) -
     return exe
 
 
-class StandaloneProgram:
+class StandaloneProgram(Callable):
     """A program run as its own executable (under the target's emulator, if any): the
-    same calls as an in-process Program (`prog(a, b)`, `check()`, `benchmark()`)."""
+    same calls as an in-process Program (`prog(a, b)`, `out=` a tuple for several
+    outputs, `check()`, `benchmark()`)."""
 
     def __init__(self, impl: Impl, target: str | Target | None = None, rules=()):
         self.impl, self.spec = impl, impl.spec
@@ -211,61 +208,35 @@ class StandaloneProgram:
         self.emulator = self.ct.emulator  # programs run under it (e.g. qemu): their timings are no speed claim
         self.names = param_names(self.spec)
 
-    def run(self, arrays: list[np.ndarray], reps: int = 0) -> tuple[np.ndarray, str]:
-        """Run on logical arrays (one per operand; the output's contents are read only if
-        the spec accumulates): (output in logical shape, the program's stderr)."""
+    def run(self, arrays, reps: int = 0) -> tuple[list[np.ndarray], str]:
+        """Run on logical arrays (one per operand; outputs' contents are read only if the
+        spec accumulates): (each output in logical shape, in spec order; the program's
+        stderr)."""
         spec = self.spec
         with tempfile.TemporaryDirectory(prefix="morello-run-") as tmp:
             files = []
-            for i, (a, ts, shape) in enumerate(zip(arrays, spec.operands, spec.operand_shapes)):
+            for i, (ts, shape) in enumerate(zip(spec.operands, spec.operand_shapes)):
                 f = Path(tmp) / f"{self.names[i]}.bin"
-                a = np.asarray(a, dtype=ts.dtype.np_dtype).reshape(shape)
+                a = np.asarray(arrays[i], dtype=ts.dtype.np_dtype).reshape(shape)
                 to_buffer(a, ts.layout, shape).tofile(f)
                 files.append(str(f))
             env = dict(os.environ, MORELLO_ASP_REPS=str(reps))
             r = subprocess.run([*self.ct.emulator, str(self.exe), *files], capture_output=True, text=True, env=env)
             if r.returncode != 0:
                 raise CodegenError(f"{self.exe} exited with status {r.returncode}: {r.stderr.strip()}")
-            o = spec.output
-            ts, shape = spec.operands[o], spec.operand_shapes[o]
-            buf = np.fromfile(files[o], dtype=ts.dtype.np_dtype)
-            return from_buffer(buf, ts.layout, shape), r.stderr
+            outs = []
+            for o in spec.outputs:
+                ts, shape = spec.operands[o], spec.operand_shapes[o]
+                outs.append(from_buffer(np.fromfile(files[o], dtype=ts.dtype.np_dtype), ts.layout, shape))
+            return outs, r.stderr
 
-    def __call__(self, *args, out=None):
-        spec = self.spec
-        o = spec.output
-        ins = [i for i in range(len(spec.operands)) if i != o]
-        if len(args) != len(ins):
-            raise CodegenError(f"{spec.short()} takes {len(ins)} input array(s) and out=, got {len(args)}")
-        arrays: list = [None] * len(spec.operands)
-        for i, a in zip(ins, args):
-            arrays[i] = a
-        arrays[o] = out if out is not None else np.zeros(spec.operand_shapes[o], spec.operands[o].dtype.np_dtype)
-        for i, a in enumerate(arrays):  # the in-process Program's checks: exact dtype, logical shape
-            shape, dt = spec.operand_shapes[i], spec.operands[i].dtype.np_dtype
-            a = np.asarray(a)
-            if a.dtype != dt:
-                raise CodegenError(f"{self.names[i]} has dtype {a.dtype}; {spec.short()} needs {dt}")
-            if a.shape != shape and not (shape[0] == 1 and a.shape == shape[1:]):
-                raise CodegenError(f"{self.names[i]} has shape {a.shape}; {spec.short()} needs {shape}")
+    def _execute(self, arrays: dict[int, np.ndarray]) -> None:
         got, _ = self.run(arrays)
-        if out is not None:
-            np.copyto(out, got.reshape(np.shape(out)))
-            return out
-        squeeze = any(np.ndim(a) < len(spec.operand_shapes[i]) for i, a in zip(ins, args))
-        return got.reshape(got.shape[1:]) if squeeze and got.shape[0] == 1 else got
-
-    def check(self, seed: int = 0) -> tuple[float, float]:
-        from .reference import random_operands, reference, tolerance
-
-        ops = random_operands(self.spec, seed)
-        want = reference(self.spec, *ops)
-        got, _ = self.run(ops)
-        err = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max(initial=0.0))
-        return err, tolerance(self.spec, want)
+        for o, g in zip(self.spec.outputs, got):
+            np.copyto(arrays[o], g)
 
     def benchmark(self, reps: int = 7, **_kw):
-        from .api import BenchResult, bench_operands
+        from .api import BenchResult
 
         spec = self.spec
         _got, err = self.run(bench_operands(spec), reps=max(reps, 1))  # the in-process timing's operands

@@ -105,3 +105,25 @@ def test_standalone_program_is_called_like_an_in_process_one():
         prog(a.astype(np.float64), b)
     with pytest.raises(CodegenError, match="shape"):
         prog(b, a)
+
+
+def test_a_kind_with_two_outputs_writes_both_files(tmp_path):
+    """SoftmaxDenominatorAndMax1 (outputs xmax and denom): `./prog X XMAX DENOM` writes
+    both outputs' files; the API returns both and checks them against numpy."""
+    _can_run_avx2()
+    imp = synthesize(parse_spec("SoftmaxDenominatorAndMax1(3x5, f32)"))
+    prog = StandaloneProgram(imp)
+    err, tol = prog.check(seed=2)
+    assert err <= tol
+    x = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    x.tofile(tmp_path / "x.bin")
+    files = [str(tmp_path / n) for n in ("x.bin", "xmax.bin", "denom.bin")]
+    r = subprocess.run([str(prog.exe), *files], capture_output=True, text=True, env={"MORELLO_ASP_REPS": "0"})
+    assert r.returncode == 0, r.stderr
+    xmax = np.fromfile(files[1], np.float32)
+    denom = np.fromfile(files[2], np.float32)
+    np.testing.assert_allclose(xmax, x.max(axis=1), rtol=1e-6)
+    np.testing.assert_allclose(denom, np.exp(x - x.max(axis=1, keepdims=True)).sum(axis=1), rtol=1e-5)
+    got_max, got_denom = prog(x)
+    np.testing.assert_allclose(got_max.reshape(3), xmax)
+    np.testing.assert_allclose(got_denom.reshape(3), denom)
