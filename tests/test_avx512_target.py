@@ -15,7 +15,13 @@ from morello_asp.codegen.ctarget import get_ctarget
 from morello_asp.codegen.standalone import build_command
 from morello_asp.synthesis import synthesize
 
-SPECS = ["Matmul(3x5x7, f32)", "Matmul(1x2x16, f32)", "Matmul(1x2x16, i32)"]
+SPECS = [
+    "Matmul(3x5x7, f32)",
+    "Matmul(1x2x16, f32)",
+    "Matmul(1x2x16, i32)",
+    "Matmul(2x3x21, f32)",
+    "Matmul(2x3x21, i32)",
+]
 
 
 @pytest.fixture(scope="module", params=SPECS)
@@ -103,3 +109,14 @@ def test_matmul_benchmark_builds_avx512_programs_and_runs_them_only_where_it_can
         [sys.executable, str(script), "--target", "avx512", "--sizes", "48"], capture_output=True, text=True
     )
     assert bad.returncode == 1 and "multiples of 32" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("text", ["Matmul(3x5x7, f32)", "Matmul(2x3x21, i32)"])
+def test_tails_are_masked(text):
+    """avx512/kernels_masked.lp: a row of 2 to 15 values (n = 7, or the 5 that a
+    16-wide tile of 21 leaves) is one masked FMA, not a scalar MultAdd per value."""
+    imp = synthesize(parse_spec(text, "avx512"))
+    assert "MaskedBroadcastVecMultAdd" in str(imp) and "MultAdd(" not in str(imp).replace("VecMultAdd(", "")
+    tail = text.split("x")[-1].split(",")[0]
+    c = imp.to_c()
+    assert f"(1u << {int(tail) % 16}) - 1u" in c and "_mm512_mask_storeu_" in c
