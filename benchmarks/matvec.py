@@ -21,11 +21,14 @@ Programs (each proved with z3, compiled, checked against numpy, then timed):
 Each runs serial (one thread) and parallel (both cores: `tile(..., parallel=True)`,
 OpenMP), timed in interleaved rounds beside numpy f32 (`x @ W`, W in f32: twice the
 bytes) with OpenBLAS on the same number of threads, and torch bf16 (`torch.matmul` on
-bfloat16 tensors, same threads) when torch is installed. Each thread count runs in its
-own interpreter (OpenBLAS fixes its threads when it loads). A STREAM-like read and copy
-of 256 MiB in C with the same threads gives the machine's memory bandwidth, timed in the
-same rounds. Then u8 x i8 -> i16 and i8 x i8 -> i32 matmuls 256^3 beside numpy's int32
-matmul.
+bfloat16 tensors; W stored [0, 2, 1] and row-major, "vs torch" against the faster)
+when torch imports ("torch not installed" otherwise). Every program at every thread
+count runs once per round in one interpreter (numpy's OpenBLAS, torch and OpenMP are
+switched to the round's thread count), so the thread counts see the same load; a
+2-thread row's "vs 1 thread" is paired with the same program's 1-thread time (a serial
+program at 1 thread). A STREAM-like read and copy of 256 MiB in C with the same threads
+gives the machine's memory bandwidth, timed in the same rounds. Then a u8 x i8 -> i16
+matmul 256^3 beside numpy's int32 matmul, one thread.
 
 The machine is a shared 2-core VM: read ratios within a round, not absolute figures.
 """
@@ -40,8 +43,11 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 LIMITS = "[16, 16, 1024, 33554432]"
+TORCH_021 = "torch bf16, W [0,2,1]"
+TORCH_ROW = "torch bf16, W row-major"
 
 
 def cpu_name() -> str:
@@ -186,6 +192,7 @@ def int8_program(size: int):
 # ----------------------------------------------------------------------------- one thread count
 STREAM_C = r"""
 #include <immintrin.h>
+#include <omp.h>
 float stream_read(const float *restrict a, long n) {  /* n a multiple of 64 */
     float total = 0;
     #pragma omp parallel for reduction(+:total)
@@ -217,79 +224,153 @@ def _stream():
 
     mod = build(
         STREAM_C,
-        "float stream_read(const float *a, long n); void stream_copy(float *b, const float *a, long n);",
+        "float stream_read(const float *a, long n); void stream_copy(float *b, const float *a, long n);"
+        " void omp_set_num_threads(int n);",
         ("-mavx2", "-mfma"),
         True,
     )
     return mod
 
 
-def run_threads(args) -> dict:
-    """Check and time every program at args.threads threads, in this interpreter."""
+def _openblas_threads():
+    """numpy's OpenBLAS thread-count setter (None if this numpy has no OpenBLAS)."""
+    import ctypes
+
+    import numpy as np
+
+    np.ones((2, 2)) @ np.ones((2, 2))  # loaded
+    with open("/proc/self/maps") as f:
+        libs = sorted({ln.split()[-1] for ln in f if "openblas" in ln.lower() and ln.split()[-1].startswith("/")})
+    for path in libs:
+        lib = ctypes.CDLL(path)
+        for fn in ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_", "openblas_set_num_threads"):
+            if hasattr(lib, fn):
+                return getattr(lib, fn)
+    return None
+
+
+def _seconds(fn) -> Callable[[], float]:
+    return lambda: fn.benchmark(reps=3, min_time=0.15).seconds
+
+
+def _torch_timer(torch, time_python, lhs, rhs, out) -> Callable[[], float]:
+    return lambda: time_python(lambda: torch.matmul(lhs, rhs, out=out), reps=3, min_time=0.15)
+
+
+def run_all(args) -> dict:
+    """Check every program at every thread count, then time them all in interleaved
+    rounds (each round runs every program at every thread count once), in this
+    interpreter: the thread counts see the same load. Returns {threads: rows}."""
     import ml_dtypes
     import numpy as np
 
     from morello_asp.codegen.baseline import time_python
+    from morello_asp.codegen.convert import aligned_empty
     from morello_asp.solver.verify import verify
 
-    threads = args.threads
+    counts = [int(t) for t in args.threads.split(",")]
     k, n = args.k, args.n
-    parallel = threads > 1
     rng = np.random.default_rng(0)
     x = (rng.random((1, k)) * 2 - 1).astype(ml_dtypes.bfloat16)
     w = (rng.random((k, n)) * 2 - 1).astype(ml_dtypes.bfloat16)
     xf, wf = x.astype(np.float32), w.astype(np.float32)
     want = xf.astype(np.float64) @ wf.astype(np.float64)
-    rows: dict[str, dict] = {}
-    progs = {
-        "[0,2,1] bf16, 1 column (Morello)": gemma_program(k, n, parallel, cols=1),
-        "[0,2,1] bf16, 4 columns": gemma_program(k, n, parallel, cols=4),
-        "row-major bf16": rowmajor_program(k, n, parallel),
-    }
-    fns = {}
-    for name, imp in progs.items():
-        rep = verify(imp)
-        if not rep.ok:
-            raise SystemExit(f"{name}: not proved:\n{rep}")
-        fn = imp.compile()
-        got = fn(x, np.ascontiguousarray(w))  # logical k x n either way: the wrapper lays it out
-        err = float(np.abs(got - want).max())
-        tol = 4 * np.finfo(np.float32).eps * k * max(1.0, float(np.abs(want).max()))
-        if err > tol:
-            raise SystemExit(f"{name}: differs from numpy: {err} > {tol}")
-        fns[name] = fn
-        rows[name] = {"cost": imp.cost.main, "err": err, "obligations": len(rep.obligations), "times": []}
-    out = np.empty((1, n), np.float32)
-    timers = {name: (lambda f=f: f.benchmark(reps=3, min_time=0.15).seconds) for name, f in fns.items()}
-    timers["numpy f32"] = lambda: time_python(lambda: np.matmul(xf, wf, out=out), reps=3, min_time=0.15)
-    rows["numpy f32"] = {"times": []}
+    st = _stream()
+    blas = _openblas_threads()
     try:
         import torch
-
-        torch.set_num_threads(threads)
-        tx, tw = torch.from_numpy(xf).to(torch.bfloat16), torch.from_numpy(wf).to(torch.bfloat16)
-        timers["torch bf16"] = lambda: time_python(lambda: torch.matmul(tx, tw), reps=3, min_time=0.15)
-        rows["torch bf16"] = {"times": []}
     except ImportError:
-        rows["torch bf16"] = {"missing": "torch not installed"}
-    st = _stream()
-    from morello_asp.codegen.convert import aligned_empty
+        torch = None
 
+    def use(threads: int) -> None:  # numpy, torch and OpenMP (ours, the C copy) on `threads`
+        st.lib.omp_set_num_threads(threads)
+        if blas is not None:
+            blas(threads)
+        if torch is not None:
+            torch.set_num_threads(threads)
+
+    synth = None
+    if args.synth:  # a program `morello-asp synth SPEC --out FILE` found from the spec alone
+        from morello_asp.serialize import load
+
+        synth = load(args.synth)
+        if synth.spec.shape != (1, 1, k, n):
+            raise SystemExit(f"{args.synth}: its spec {synth.spec.short()} is not the 1 x {k} x {n} matvec")
     big = aligned_empty(64 * 1024 * 1024, np.float32)  # 256 MiB
     big[:] = 1
     dst = aligned_empty(big.size, np.float32)
     pa, pb = st.ffi.from_buffer("float[]", big), st.ffi.from_buffer("float[]", dst)
-    timers["read 256 MiB"] = lambda: time_python(lambda: st.lib.stream_read(pa, big.size), reps=3, min_time=0.3)
-    timers["copy 256 MiB"] = lambda: time_python(lambda: st.lib.stream_copy(pb, pa, big.size), reps=3, min_time=0.3)
-    rows["read 256 MiB"], rows["copy 256 MiB"] = {"times": []}, {"times": []}
+    out = np.empty((1, n), np.float32)
+    results: dict[int, dict[str, dict]] = {}
+    timers: list[tuple[int, str, Callable[[], float]]] = []
+    for threads in counts:
+        parallel = threads > 1
+        rows: dict[str, dict] = {}
+        progs = {
+            "[0,2,1] bf16, 1 column (Morello)": gemma_program(k, n, parallel, cols=1),
+            "[0,2,1] bf16, 4 columns": gemma_program(k, n, parallel, cols=4),
+            "row-major bf16": rowmajor_program(k, n, parallel),
+        }
+        if synth is not None:
+            progs[f"synthesized ({os.path.basename(args.synth)})"] = synth
+        for name, imp in progs.items():
+            rep = verify(imp)
+            if not rep.ok:
+                raise SystemExit(f"{name}: not proved:\n{rep}")
+            fn = imp.compile()
+            use(threads)
+            got = fn(x, np.ascontiguousarray(w))  # logical k x n either way: the wrapper lays it out
+            err = float(np.abs(got - want).max())
+            tol = 4 * np.finfo(np.float32).eps * k * max(1.0, float(np.abs(want).max()))
+            if err > tol:
+                raise SystemExit(f"{name}: differs from numpy: {err} > {tol}")
+            timers.append((threads, name, _seconds(fn)))
+            rows[name] = {"cost": imp.cost.main, "err": err, "obligations": len(rep.obligations)}
+        timers.append(
+            (threads, "numpy f32", lambda: time_python(lambda: np.matmul(xf, wf, out=out), reps=3, min_time=0.15))
+        )
+        rows["numpy f32"] = {}
+        if torch is not None:
+            tx, tw = torch.from_numpy(xf).to(torch.bfloat16), torch.from_numpy(wf).to(torch.bfloat16)
+            twt = tw.t().contiguous()  # n x k: W stored [0, 2, 1], as gemma and nn.Linear keep it
+            tout = torch.empty((1, n), dtype=torch.bfloat16)
+            for name, lhs, rhs in ((TORCH_021, tx, twt.t()), (TORCH_ROW, tx, tw)):
+                use(threads)
+                got = torch.matmul(lhs, rhs).to(torch.float32).numpy()
+                err = float(np.abs(got - want).max())  # a bf16 result: 8 bits of mantissa
+                if err > 2**-7 * max(1.0, float(np.abs(want).max())) + 1e-3:
+                    raise SystemExit(f"{name}: differs from numpy: {err}")
+                timers.append((threads, name, _torch_timer(torch, time_python, lhs, rhs, tout)))
+                rows[name] = {"err": err}
+        else:
+            rows[TORCH_021] = {"missing": "torch not installed"}
+        timers.append(
+            (
+                threads,
+                "read 256 MiB",
+                lambda: time_python(lambda: st.lib.stream_read(pa, big.size), reps=3, min_time=0.3),
+            )
+        )
+        timers.append(
+            (
+                threads,
+                "copy 256 MiB",
+                lambda: time_python(lambda: st.lib.stream_copy(pb, pa, big.size), reps=3, min_time=0.3),
+            )
+        )
+        rows["read 256 MiB"], rows["copy 256 MiB"] = {}, {}
+        results[threads] = rows
     for _ in range(args.rounds):
-        for name, t in timers.items():
-            rows[name]["times"].append(t())
-    for r in rows.values():
-        if r.get("times"):
-            r["seconds"] = statistics.median(r["times"])
-    # int8 256^3 (the issue's second table), serial programs at one thread only
-    if threads == 1 and not args.skip_int8:
+        for threads, name, t in timers:
+            use(threads)
+            results[threads][name].setdefault("times", []).append(t())
+    for rows in results.values():
+        for r in rows.values():
+            if r.get("times"):
+                r["seconds"] = statistics.median(r["times"])
+    # int8 256^3 (the issue's second table): a serial program, one thread
+    if 1 in counts and not args.skip_int8:
+        use(1)
         s = args.int_size
         imp = int8_program(s)
         rep = verify(imp)
@@ -303,7 +384,7 @@ def run_threads(args) -> dict:
         for _ in range(args.rounds):
             t_prog.append(fn.benchmark(reps=3, min_time=0.1).seconds)
             t_np.append(time_python(lambda: np.matmul(ai, bi, out=oi), reps=3, min_time=0.1))
-        rows["u8 x i8 -> i16"] = {
+        results[1]["u8 x i8 -> i16"] = {
             "seconds": statistics.median(t_prog),
             "numpy": statistics.median(t_np),
             "paired": statistics.median(p / q for p, q in zip(t_np, t_prog)),
@@ -311,20 +392,24 @@ def run_threads(args) -> dict:
             "checked": ok,
             "cost": imp.cost.main,
         }
-    return rows
+    return results
 
 
-def child(threads: int, args) -> dict:
+def child(args) -> dict:
+    """run_all in a fresh interpreter whose OpenBLAS and OpenMP start with the most threads."""
+    most = str(max(int(t) for t in args.threads.split(",")))
     env = dict(os.environ)
-    env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
-    cmd = [sys.executable, __file__, "--child", str(threads), "--k", str(args.k), "--n", str(args.n)]
+    env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = most
+    cmd = [sys.executable, __file__, "--child", "--threads", args.threads, "--k", str(args.k), "--n", str(args.n)]
     cmd += ["--rounds", str(args.rounds), "--int-size", str(args.int_size)]
     if args.skip_int8:
         cmd.append("--skip-int8")
+    if args.synth:
+        cmd += ["--synth", args.synth]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if r.returncode:
-        raise SystemExit(f"the {threads}-thread run failed:\n{r.stderr[-3000:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+        raise SystemExit(f"the benchmark run failed:\n{r.stderr[-3000:]}")
+    return {int(t): rows for t, rows in json.loads(r.stdout.strip().splitlines()[-1]).items()}
 
 
 def main(argv=None) -> int:
@@ -335,30 +420,31 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", default="1,2", help="thread counts, comma separated (default 1,2)")
     ap.add_argument("--int-size", type=int, default=256)
     ap.add_argument("--skip-int8", action="store_true")
+    ap.add_argument("--synth", metavar="PROG.json", help="also time a saved program (morello-asp synth SPEC --out)")
     ap.add_argument("--plot", metavar="FILE", help="bar chart of GB/s per program and thread count")
-    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        args.threads = args.child
-        print(json.dumps(run_threads(args)))
+        print(json.dumps(run_all(args)))
         return 0
     t0 = time.time()
     print(f"# CPU: {cpu_name()}; load average {os.getloadavg()[0]:.2f} at start")
     wbytes = args.k * args.n * 2
-    results = {}
-    for th in [int(t) for t in args.threads.split(",")]:
-        results[th] = child(th, args)
+    results = child(args)
     print(f"# matvec 1 x {args.k} x {args.n}: bf16 x bf16 -> f32 ({wbytes / 2**20:.0f} MiB of bf16 weights per call)")
-    print("| threads | program | ms/call | GB/s of weights | vs numpy f32 (paired) | vs torch bf16 | % of read BW |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| threads | program | ms/call | GB/s of weights | vs numpy f32 (paired) "
+        "| vs torch bf16 (paired, best layout) | vs 1 thread (paired) | % of read / copy BW |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     plot = []
     for th, rows in results.items():
-        torch_s = rows["torch bf16"].get("seconds")
         read_bw = 256 * 2**20 / rows["read 256 MiB"]["seconds"] / 1e9
         copy_bw = 2 * 256 * 2**20 / rows["copy 256 MiB"]["seconds"] / 1e9
+        # torch's best layout in each round (W [0,2,1] is the fast one: row-major bf16 takes a slow path)
+        torch_t = [min(ts) for ts in zip(*(rows[t]["times"] for t in (TORCH_021, TORCH_ROW) if t in rows))]
 
-        def paired(ref: str, r: dict, rows=rows) -> str:  # median of the per-round ratios
-            t = rows[ref].get("times")
+        def paired(t: list, r: dict) -> str:  # median of the per-round ratios
             return f"{statistics.median(a / b for a, b in zip(t, r['times'])):.2f}x" if t else "n/a"
 
         for name, r in rows.items():
@@ -366,13 +452,20 @@ def main(argv=None) -> int:
                 continue
             nbytes = 2 * wbytes if name == "numpy f32" else wbytes
             gbs = nbytes / r["seconds"] / 1e9
-            ratio, tr = paired("numpy f32", r), paired("torch bf16", r)
+            ratio, tr = paired(rows["numpy f32"]["times"], r), paired(torch_t, r)
             ms = r["seconds"] * 1e3
-            print(f"| {th} | {name} | {ms:.2f} | {gbs:.1f} | {ratio} | {tr} | {100 * gbs / read_bw:.0f}% |")
+            bw = f"{100 * gbs / read_bw:.0f}% / {100 * gbs / copy_bw:.0f}%"
+            one_t = results.get(1, {}).get(name, {}).get("times", []) if th != 1 else []
+            print(f"| {th} | {name} | {ms:.2f} | {gbs:.1f} | {ratio} | {tr} | {paired(one_t, r)} | {bw} |")
             plot.append((f"{name} ({th}t)", gbs))
-        if not torch_s:
-            print(f"| {th} | torch bf16 | - | - | - | - | {rows['torch bf16'].get('missing', '')} |")
-        print(f"| {th} | memory: read / copy (C, {th} thread(s)) | - | {read_bw:.1f} / {copy_bw:.1f} | | | 100% |")
+        if "missing" in rows.get(TORCH_021, {}):
+            print(f"| {th} | torch bf16 | - | - | - | - | - | {rows[TORCH_021]['missing']} |")
+        rd, cp = (
+            paired(results.get(1, {}).get(m, {}).get("times", []) if th != 1 else [], rows[m])
+            for m in ("read 256 MiB", "copy 256 MiB")
+        )
+        mem = f"| {th} | memory: read / copy (C, {th} thread(s)) | - | {read_bw:.1f} / {copy_bw:.1f} |"
+        print(f"{mem} | | {rd} / {cp} | |")
     one = results.get(1, {})
     if "u8 x i8 -> i16" in one:
         r = one["u8 x i8 -> i16"]
