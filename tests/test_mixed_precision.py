@@ -206,6 +206,7 @@ def test_synthesized_mixed_bf16_f32_matmul_odd_size():
     [
         "(Matmul(1x3x5x7, (bf16, GL, row_major), (bf16, GL, row_major), (f32, GL, row_major)), LIM)",
         "(Matmul(1x2x32x16, (bf16, GL, row_major), (bf16, GL, [0, 2, 1]), (f32, GL, row_major), serial), LIM)",
+        "(Matmul(1x1x5x7, (bf16, GL, row_major), (bf16, GL, [0, 2, 1]), (f32, GL, row_major)), LIM)",
         "(Matmul(1x3x5x7, (u8, GL, row_major), (i8, GL, row_major), (i16, GL, row_major)), LIM)",
         "(Matmul(1x2x4x16, (u8, GL, row_major), (i8, GL, row_major), (i16, GL, row_major), serial), LIM)",
         "(Matmul(1x3x4x5, (i8, GL, row_major), (i8, GL, row_major), (i32, GL, row_major)), LIM)",

@@ -101,6 +101,32 @@ def test_relayouts_offered_only_to_the_operands_the_catalog_names(tmp_path):
     assert packed_ops(Engine(rules=(p,))) == {0, 1}
 
 
+def test_relayouts_and_cast_layouts_only_for_reused_operands(tmp_path):
+    """relayout_pays/2: the rhs of a matvec (m = 1, each weight read once) gets no
+    packed copy and no odd-even cast copy; with m = 3 it gets both; the lhs (reused
+    along n) keeps its odd-even cast; a rule file brings every relayout back."""
+    lim = "[16, 16, 1024, 33554432]"
+
+    def copies(engine, m):
+        spec = parse_spec(
+            f"(Matmul(1x{m}x32x16, (bf16, GL, row_major), (bf16, GL, row_major), (f32, GL, row_major)), {lim})"
+        )
+        return {
+            (e.action.args[0], str(e.action.args[2]))
+            for e in engine.expand(spec)
+            if e.action.name == "move" and e.action.args[1] != "VRF" and e.action.args[2].is_packed
+        }
+
+    oe = "[0, 1, 2, 2 oe(16)]"
+    vec = copies(ENGINE, 1)
+    assert (0, oe) in vec and not {c for c in vec if c[0] == 1}, vec
+    mat = copies(ENGINE, 3)
+    assert (1, oe) in mat and (1, "[0, 2, 1, 2 p(16)]") in mat, mat
+    p = tmp_path / "all.lp"
+    p.write_text("relayout_pays(S, Op) :- spec_operand(S, Op, _, _, _, _, _, _).\n")
+    assert copies(Engine(rules=(p,)), 1) == mat | {(0, oe)}
+
+
 def test_a_catalog_layout_that_aliases_is_rejected_when_loaded(tmp_path):
     """Layouts from logic files are proved by z3 as the engine loads them: one that
     forgets the rows (dimension 1) maps every row of a column to one offset."""
@@ -154,10 +180,12 @@ def test_readme_worked_example_atoms():
         "child_kind(0,move(1,vrf,2,8),1,matmul_accum)",
         "child_operand(0,move(1,vrf,2,8),1,1,f32,vrf,1,3,8,2)",
         "action(0,move(0,rf,2,0))",
-        "action(0,move(1,l1,8,0))",
     ]:
         assert a in atoms, a
     assert not any("tile1" in a for a in atoms)
+    assert "action(0,move(1,l1,8,0))" not in atoms  # m = 1: the rhs is read once, not repacked
+    m2 = solve([parse_spec(str(s).replace("1x1x1x8", "1x2x1x8"))])
+    assert "action(0,move(1,l1,8,0))" in m2
 
 
 # ---- Levels belong to the target: the same rewrites under a target with every level
@@ -297,7 +325,7 @@ def test_renamed_target_offers_the_same_rewrites_up_to_renaming(options):
         "alloc(0,move(1,vrf,2,8),vrf,1)",
         "action(0,move(0,rf,2,0))",
         "alloc(0,move(0,rf,2,0),rf,1)",
-        "action(0,move(1,l1,0,0))",
+        "action(1,move(1,l1,0,0))",  # spec 0 has m = 1: its rhs is not repacked (relayout_pays)
         "action(1,tile1(1,2,1))",
         "action(1,to_accum)",
         "action(1,move(0,l1,2,0))",
