@@ -1,6 +1,7 @@
 """The gemma.cpp matvec (issue 17): 1 x 2048 x 16384, bf16 operands, f32 result.
 
     python benchmarks/matvec.py [--plot matvec.png] [--rounds 7] [--k 2048 --n 16384]
+                                [--threads 1,2] [--synth PROG.json]
 
 Programs (each proved with z3, compiled, checked against numpy, then timed):
 
@@ -17,6 +18,8 @@ Programs (each proved with z3, compiled, checked against numpy, then timed):
   between blocks), each 128-byte row chunk converted and FMA'd by
   BroadcastVecMultAddBf16. (Measured: k blocks of 4 rows ran ~6.5 ms, 16 rows ~10 ms,
   all 2048 rows per output tile ~20 ms.)
+- with --synth, a saved program (`morello-asp synth SPEC --out PROG.json`) of the same
+  shape, e.g. the one the search finds from the spec alone (README, Mixed precision).
 
 Each runs serial (one thread) and parallel (both cores: `tile(..., parallel=True)`,
 OpenMP), timed in interleaved rounds beside numpy f32 (`x @ W`, W in f32: twice the

@@ -204,9 +204,10 @@ def test_hand_built_multi_shape_boxes_prove():
             (0, 0, 0, 0),
             (0, 0, 0, 0),
         ),
-        # n in 8..32: pack rhs into 8-wide panels in L1 (n/2 lines, at most 16)
+        # n in 8..32: pack rhs into 8-wide panels in L1 (n/2 lines, at most 16); m = 2:
+        # the rules repack only an operand that is reused (relayout_pays/2)
         box(
-            f"(MatmulAccum(1x1x8x8, (f32, L1, row_major), (f32, GL, row_major), (f32, L1, row_major), serial), {FULL})",
+            f"(MatmulAccum(1x2x8x8, (f32, L1, row_major), (f32, GL, row_major), (f32, L1, row_major), serial), {FULL})",
             {3: (3, 5)},
             Action("move", (1, "L1", p8, 0)),
             (0, 0, 16, 0),
