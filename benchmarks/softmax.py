@@ -2,6 +2,7 @@
 
     python benchmarks/softmax.py --suite standard [--db F] [--plot softmax.png]
     python benchmarks/softmax.py --only 128x1024 softmax128x64x1024
+    python benchmarks/softmax.py --suite search --search-fused
 
 Every spec is synthesized (from the memo table --db when it has it), compiled, checked
 against a float64 softmax (or float64 softmax(A @ B)) within the tolerance of
@@ -9,7 +10,9 @@ codegen/reference.py, then timed in interleaved rounds (each contender once per 
 median per contender) beside numpy (exp and sum along the row, OpenBLAS on one thread)
 and torch.softmax (torch.set_num_threads(1)). For softmax(A @ B) a fourth contender is
 the same two specs synthesized separately (Matmul, then Softmax2 on its output) and run
-one after the other: what fusing them buys, measured. Times are medians; the table
+one after the other: what fusing them buys, measured. With --search-fused, softmax(A @ B)
+is also synthesized from the Compose spec alone (no guide; rule set fuse_in_cache) and
+timed as "searched". Times are medians; the table
 gives ratios, other contender's time over ours (> 1: ours is faster), and names the CPU.
 """
 
@@ -54,6 +57,8 @@ SUITES = {
         Case("softmax512x64x512", 512, 512, 64),
     ],
     "small": [Case("8x512", 8, 512), Case("softmax16x16x128", 16, 128, 16)],
+    # softmax(A @ B) small enough to synthesize from the Compose spec alone (--search-fused)
+    "search": [Case("softmax16x16x128", 16, 128, 16), Case("softmax32x16x256", 32, 256, 16)],
 }
 
 
@@ -106,11 +111,26 @@ def best_time(fn, min_time: float = 0.02) -> float:
 
 def band_rows(case: Case) -> int:
     """Rows per band of the guided softmax(A @ B): the band's intermediate (rows x cols
-    f32) within 32 KiB, half of the target's L1."""
+    f32) within 32 KiB, half of the target's L1, and at least two bands."""
     t = 1
-    while t * 2 * case.cols * 4 <= 32768 and t * 2 <= case.rows and case.rows % (t * 2) == 0:
+    while t * 2 * case.cols * 4 <= 32768 and t * 2 < case.rows and case.rows % (t * 2) == 0:
         t *= 2
     return t
+
+
+def synthesize_searched(case: Case, db: str, log):
+    """softmax(A @ B) synthesized from the Compose spec alone, no guide, under the
+    `fuse_in_cache` rule set (bufferize keeps the intermediate in a cache level), in a
+    table of its own (other rules, other table)."""
+    from morello_asp.synthesis import synthesize
+
+    t0 = time.perf_counter()
+    imp = synthesize(case.spec, db=db + ".fuse_in_cache", rules=("fuse_in_cache",))
+    log(
+        f"{case.label}: searched from the spec (fuse_in_cache) in {time.perf_counter() - t0:.1f} s, "
+        f"cost {imp.cost.main:,}"
+    )
+    return imp
 
 
 def synthesize_case(case: Case, db: str, log, full: bool):
@@ -153,12 +173,13 @@ def synthesize_case(case: Case, db: str, log, full: bool):
     return imp, sep
 
 
-def run_case(case: Case, db: str, rounds: int, use_torch: bool, log, full: bool = False):
+def run_case(case: Case, db: str, rounds: int, use_torch: bool, log, full: bool = False, searched: bool = False):
     from morello_asp.codegen.api import compile_many
     from morello_asp.codegen.reference import tolerance
 
     imp, sep = synthesize_case(case, db, log, full)
-    progs = compile_many([imp, *(sep or ())])
+    found = synthesize_searched(case, db, log) if searched and case.k else None
+    progs = compile_many([imp, *(sep or ()), *([found] if found else [])])
     fn = progs[0]
     rng = np.random.default_rng(0)
     if case.k:
@@ -189,6 +210,12 @@ def run_case(case: Case, db: str, rounds: int, use_torch: bool, log, full: bool 
             mmf.benchmark(reps=3, min_time=0.02).seconds + smf.benchmark(reps=3, min_time=0.02).seconds
         )
         contenders["numpy"] = lambda: best_time(lambda: numpy_softmax(np.matmul(*inputs, out=out), 1, out))
+    if found is not None:
+        ff = progs[-1]
+        ferr = float(np.abs(ff(*inputs).reshape(case.rows, case.cols).astype(np.float64) - want).max())
+        if not ferr <= tol:
+            raise SystemExit(f"{case.label}: the searched program differs from float64 by {ferr:.3g} > {tol:.3g}")
+        contenders["searched"] = lambda: ff.benchmark(reps=3, min_time=0.02).seconds
     else:
         contenders["numpy"] = lambda: best_time(lambda: numpy_softmax(inputs[0], 1, out))
     if use_torch:
@@ -208,7 +235,7 @@ def run_case(case: Case, db: str, rounds: int, use_torch: bool, log, full: bool 
         for k, f in contenders.items():
             times[k].append(f())  # type: ignore[operator]
     med = {k: statistics.median(v) for k, v in times.items()}
-    return {"case": case, "err": err, "tol": tol, "times": med, "program": imp}
+    return {"case": case, "err": err, "tol": tol, "times": med, "program": imp, "searched": found}
 
 
 def main(argv=None) -> int:
@@ -225,10 +252,15 @@ def main(argv=None) -> int:
         action="store_true",
         help="synthesize softmax(A @ B) and its separate Matmul from the spec alone (no guide; much slower)",
     )
+    ap.add_argument(
+        "--search-fused",
+        action="store_true",
+        help="also synthesize softmax(A @ B) from the Compose spec alone (rule set fuse_in_cache) and time it",
+    )
     args = ap.parse_args(argv)
     cases = SUITES[args.suite]
     if args.only:
-        cases = [c for c in SUITES["standard"] + SUITES["small"] if c.label in set(args.only)]
+        cases = list({c.label: c for v in SUITES.values() for c in v if c.label in set(args.only)}.values())
         if not cases:
             raise SystemExit(f"--only {' '.join(args.only)}: no such case")
     use_torch = not args.no_torch
@@ -247,20 +279,32 @@ def main(argv=None) -> int:
     print(f"CPU: {cpu_name()}; one thread each; median of {args.rounds} interleaved rounds", flush=True)
     head = f"{'case':>20} {'ours':>11} {'numpy/ours':>10}"
     head += f" {'torch/ours':>10}" if use_torch else ""
-    head += f" {'separate/ours':>13} {'max |err|':>9} {'tolerance':>9} {'load':>14}"
+    head += f" {'separate/ours':>13}"
+    if args.search_fused:
+        head += f" {'searched':>11} {'searched/ours':>13}" + (f" {'torch/searched':>14}" if use_torch else "")
+    head += f" {'max |err|':>9} {'tolerance':>9} {'load':>14}"
     print(head, flush=True)
     results = []
     for c in cases:
-        r = run_case(c, args.db, args.rounds, use_torch, log, args.full_search)
+        r = run_case(c, args.db, args.rounds, use_torch, log, args.full_search, args.search_fused)
         results.append(r)
         t = r["times"]
         line = f"{r['case'].label:>20} {t['ours'] * 1e6:>8.1f} us {t['numpy'] / t['ours']:>10.2f}"
         line += f" {t['torch'] / t['ours']:>10.2f}" if use_torch else ""
         sep = f"{t['separate'] / t['ours']:.2f}" if "separate" in t else "-"
-        line += f" {sep:>13} {r['err']:>9.2g} {r['tol']:>9.2g} {load_average():>14}"
+        line += f" {sep:>13}"
+        if args.search_fused:
+            if "searched" in t:
+                line += f" {t['searched'] * 1e6:>8.1f} us {t['searched'] / t['ours']:>13.2f}"
+                line += f" {t['torch'] / t['searched']:>14.2f}" if use_torch else ""
+            else:
+                line += f" {'-':>11} {'-':>13}" + (f" {'-':>14}" if use_torch else "")
+        line += f" {r['err']:>9.2g} {r['tol']:>9.2g} {load_average():>14}"
         print(line, flush=True)
         if args.show:
             print(r["program"])
+            if r["searched"] is not None:
+                print(r["searched"])
     if args.plot:
         plot(args.plot, results, use_torch)
     return 0

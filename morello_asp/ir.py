@@ -55,6 +55,19 @@ class Impl(Schedulable):
 
         return synthesize_all(self, db, rules=rules, progress=progress)
 
+    def graph(self):
+        """The program's dataflow as a networkx DiGraph (morello_asp/graph.py): buffers,
+        pipeline intermediates and the kernels that read and write them."""
+        from .graph import program_graph
+
+        return program_graph(self)
+
+    def write_graph(self, path) -> None:
+        """Write the dataflow graph to `path` as Graphviz DOT (a .png: drawn, needs matplotlib)."""
+        from .graph import write_graph
+
+        write_graph(self.graph(), path)
+
     def to_c(self, rules=(), standalone: bool = False) -> str:
         """The C of the complete program (`rules`: logic files with kernels it uses);
         `standalone`: a whole C program with `main` (codegen/standalone.py)."""

@@ -149,8 +149,20 @@ def _synth(args):
         print(report, file=sys.stderr)
         if not report.ok:
             return 1
+    if args.graph:
+        _graph(imp, args.graph)
     _emit(imp, args)
     return _run_and_bench(imp, args)
+
+
+def _graph(imp, path) -> None:
+    """--graph: the program's dataflow, and a Compose's component graph beside it."""
+    from morello_asp.graph import compose_graph, write_graph
+
+    imp.write_graph(path)
+    if imp.spec.k.components is not None:
+        p = Path(path)
+        write_graph(compose_graph(imp.spec), p.with_name(p.stem + ".compose" + p.suffix), "compose")
 
 
 def _query(args):
@@ -242,6 +254,13 @@ def register(sub):
         help="OpenBLAS threads for the numpy timing of --bench (default 1, as ours is serial; 0: all)",
     )
     p.add_argument("--verify", action="store_true", help="prove the program legal with z3")
+    p.add_argument(
+        "--graph",
+        type=output_file(),
+        metavar="FILE",
+        help="write the program's dataflow (buffers, pipeline intermediates, kernels) as Graphviz DOT "
+        "(FILE.png: drawn, needs matplotlib); for a Compose also FILE's stem + .compose.dot",
+    )
     p.add_argument(
         "--guide",
         metavar="NAME",

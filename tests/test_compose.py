@@ -150,3 +150,38 @@ def test_chains_synthesize_run_and_are_proved(text):
         assert_close(got, softmax64(ins[0] @ ins[1], 2), spec)
     rep = verify(imp)
     assert rep.ok, str(rep)
+
+
+# --------------------------------------------------------------------- graphs
+def test_program_and_compose_graphs_are_dot(tmp_path):
+    """--graph: the program's dataflow (the pipeline's intermediate between the kernels
+    that write and read it) and the Compose's component graph, as DOT; the CLI writes both."""
+    import networkx as nx
+
+    from morello_asp.graph import compose_graph, to_dot
+
+    fused = _fused_softmax_matmul()
+    g = fused.graph()
+    mids = [n for n, d in g.nodes(data=True) if d["kind"] == "intermediate"]
+    assert len(mids) >= 1 and nx.is_directed_acyclic_graph(g)
+    lx = next(n for n in mids if g.nodes[n]["label"].startswith("lx "))
+    writers = {g.nodes[p]["label"] for p in g.predecessors(lx)}
+    readers = {g.nodes[s]["label"] for s in g.successors(lx)}
+    assert writers and readers and not writers & readers
+    ins = [n for n, d in g.nodes(data=True) if d["kind"] == "input"]
+    out = next(n for n, d in g.nodes(data=True) if d["kind"] == "output")
+    assert all(nx.has_path(g, i, out) for i in ins) and len(ins) == 2
+    dot = to_dot(g)
+    assert dot.startswith('digraph "program" {') and dot.count("->") == g.number_of_edges()
+    cg = compose_graph(fused.spec)
+    assert sorted(d["label"] for n, d in cg.nodes(data=True) if d["kind"] == "op") == ["0: Softmax2", "1: Matmul"]
+    path = tmp_path / "p.dot"
+    fused.write_graph(path)
+    assert path.read_text() == dot
+    cli = [sys.executable, "-m", "morello_asp.cli", "synth", "Matmul(1x1x2, f32)", "-q", "--graph"]
+    r = subprocess.run([*cli, str(tmp_path / "m.dot")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "m.dot").read_text().startswith('digraph "program"')
+    assert not (tmp_path / "m.compose.dot").exists()  # not a Compose
+    r = subprocess.run([*cli, str(tmp_path / "no" / "g.dot")], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "does not exist" in r.stderr

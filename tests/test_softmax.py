@@ -154,6 +154,53 @@ def test_hand_scheduled_softmax_runs_and_is_proved(tmp_path):
     assert str(back) == text and back.to_c() == progs[0].to_c()
 
 
+def _online_row(row):
+    """Softmax on one row in two passes: the online kernel gives the maximum and the
+    denominator in one pass (SoftmaxDenominatorAndMax), then exp again (SoftmaxComplete)."""
+    return (
+        row.to_softmax_parts_recompute("RF")
+        .subschedule([0], lambda m: m.move_param(0, "L1").select("VectorSoftmaxDenominatorAndMaxOnlineLoop"))
+        .subschedule([1], lambda c: c.move_param(0, "L1").move_param(3, "L1").select("VectorSoftmaxCompleteLoop"))
+    )
+
+
+@pytest.mark.parametrize("n", [5, 21, 77, 200])
+def test_online_softmax_kernel_runs_and_is_proved(n):
+    """The one-pass (online) maximum and denominator: rows of n (only a tail; vectors and
+    a tail; blocks of 4 vectors, a vector and a tail; blocks only), values spanning 60
+    (the running maximum rises across blocks, the denominator is rescaled), against
+    float64 and in Softmax1 through to_softmax_parts_recompute; proved by z3."""
+    from morello_asp.codegen.api import compile_many
+
+    m = parse_spec(f"SoftmaxDenominatorAndMax1(3x{n}, f32)")
+    mp = m.tile([1, n]).subschedule(
+        [0],
+        lambda r: (
+            r.move_param(0, "L1")
+            .move_param(1, "L1")
+            .move_param(2, "L1")
+            .select("VectorSoftmaxDenominatorAndMaxOnlineLoop")
+        ),
+    )
+    s = parse_spec(f"Softmax1(3x{n}, f32)")
+    sp = s.tile([1, n]).subschedule([0], _online_row)
+    rng = np.random.default_rng(n)
+    x = (rng.random((3, n)) * 60 - 30).astype(np.float32)
+    x[1] = np.sort(x[1])  # the maximum rises block after block
+    fm, fs = compile_many([mp, sp])
+    xmax, denom = fm(x, out=(np.zeros((3, 1), np.float32), np.zeros((3, 1), np.float32)))
+    x64 = x.astype(np.float64)
+    np.testing.assert_array_equal(xmax[:, 0], x.max(1))
+    want = np.exp(x64 - x64.max(1, keepdims=True)).sum(1, keepdims=True)
+    close(denom, want, m)
+    for w, g in zip(reference(m, x, np.zeros((3, 1), np.float32), np.zeros((3, 1), np.float32)), (xmax, denom)):
+        close(g, w, m)
+    close(fs(x), softmax64(x, 1), s)
+    for prog in (mp, sp):
+        rep = verify(prog)
+        assert rep.ok, str(rep)
+
+
 def test_pipeline_memory_is_counted_and_limited():
     """The intermediates take their level's units while every stage runs: a limit one
     short of them refuses the step, and verify sums them along every path."""
