@@ -559,6 +559,12 @@ def _ensure() -> None:
                 _KINDS.update({k.name: k for k in _builtin().values()})
 
 
+def loaded_files() -> tuple[str, ...]:
+    """The users' logic files loaded so far (load/1), sorted: what else they declare
+    (pipeline steps: morello_asp/rewrites/pipeline.py) is read from them too."""
+    return tuple(sorted(_LOADED))
+
+
 def load(files: Iterable[str | Path]) -> list[Kind]:
     """Add the kinds that the logic files `files` declare (a user's --rules files); the
     built-in ones are always there. Returns the new kinds. A file declaring a kind that

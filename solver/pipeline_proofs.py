@@ -176,9 +176,10 @@ def pipeline_box_obligations(prover, head, seq, sp, a) -> list:
 
 
 def _declared_temps(sp, step: str) -> int:
+    from morello_asp.kinds import loaded_files
     from morello_asp.rewrites.pipeline import declared_wiring
 
-    wires = declared_wiring(sp.target.key).get(step, ())
+    wires = declared_wiring(sp.target.key, loaded_files()).get(step, ())
     return -min((w for ws in wires for w in ws), default=0)
 
 

@@ -261,3 +261,19 @@ def test_every_family_kind_synthesizes_and_runs(text):
     if spec.kind.startswith("Softmax") and spec.kind[7:].isdigit():
         close(got, softmax64(ops[0], int(spec.kind[7:])), spec)
     assert verify(imp).ok
+
+
+@pytest.mark.slow
+def test_a_users_pipeline_step_is_synthesized_run_and_proved():
+    """A step a --rules file declares (tests/fixtures/two_pass_softmax.lp) is searched,
+    built into a program (its wiring read from that file), compiled, run and proved."""
+    from pathlib import Path
+
+    rules = [str(Path(__file__).parent / "fixtures" / "two_pass_softmax.lp")]
+    imp = synthesize("Softmax1(2x19, f32)", rules=rules)
+    text = str(imp)
+    assert "pipeline two_pass(" in text and "to_softmax_parts" not in text
+    x = (np.random.default_rng(3).random((2, 19)) * 20 - 10).astype(np.float32)
+    close(imp.compile(rules)(x), softmax64(x, 1), imp.spec)
+    rep = verify(imp, rules)
+    assert rep.ok, str(rep)

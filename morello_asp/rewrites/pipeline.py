@@ -35,16 +35,17 @@ def action(step: str, level: str = "", layout=None, vector_size: int | None = No
 
 
 @functools.cache
-def declared_wiring(key: tuple[str, ...]) -> dict[str, tuple[tuple[int, ...], ...]]:
+def declared_wiring(key: tuple[str, ...], extra: tuple[str, ...] = ()) -> dict[str, tuple[tuple[int, ...], ...]]:
     """Step -> per stage, per operand: the spec's operand (>= 0) or -1 - T (intermediate
-    T), from the pipe_wiring/4 declarations of a target's logic files."""
+    T), from the pipe_wiring/4 declarations of a target's logic files and of the users'
+    files `extra` (a step a --rules file declares)."""
     import clingo
 
     from morello_asp.solver.logic_files import engine_files
     from morello_asp.target import get_target
 
     ctl = clingo.Control(["--warn=none"])
-    for f in engine_files(get_target(key[0], key[1:]), ()):
+    for f in engine_files(get_target(key[0], key[1:]), extra):
         ctl.load(str(f))
     ctl.ground([("base", [])])
     rows: dict[str, dict[tuple[int, int], int]] = {}
@@ -70,11 +71,13 @@ def wiring(spec, step: str, index: int) -> tuple[tuple[int, ...], ...]:
             raise ScheduleError(f"bufferize splits a Compose; {spec.short()} is not one")
         c = cut(spec.k, index)
         return (c.producer.wires, c.consumer.wires)
-    known = declared_wiring(spec.target.key)
+    from morello_asp.kinds import loaded_files
+
+    known = declared_wiring(spec.target.key, loaded_files())
     if step not in known:
         raise ScheduleError(
             f"unknown pipeline step {step!r}; known: bufferize, {', '.join(sorted(known))} "
-            "(pipe_wiring/4 in the target's logic files)"
+            "(pipe_wiring/4 in the target's logic files or a --rules file)"
         )
     return known[step]
 
