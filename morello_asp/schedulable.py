@@ -104,6 +104,15 @@ class Schedulable:
 
         return schedule.pipeline(self._program(), "bufferize", level, layout, vector_size, index)
 
+    def pipeline(
+        self, step: str, level: str = "", layout: str | Layout = "row_major", vector_size: int | None = None
+    ) -> Impl:
+        """Any declared pipeline step by name (a --rules file's own too: encodings/README.md,
+        "Pipelines"), its intermediates at `level` ("" for a step without any)."""
+        from . import schedule
+
+        return schedule.pipeline(self._program(), step, level, layout, vector_size)
+
     def to_softmax_parts(self, level: str, layout: str | Layout = "row_major", vector_size: int | None = None) -> Impl:
         """Softmax{D} -> pipeline: SoftmaxDenominatorAndUnscaled{D} (the denominators in a
         new buffer at `level`, the unscaled values in out), then DivideVecScalar{D} in place."""

@@ -277,3 +277,5 @@ def test_a_users_pipeline_step_is_synthesized_run_and_proved():
     close(imp.compile(rules)(x), softmax64(x, 1), imp.spec)
     rep = verify(imp, rules)
     assert rep.ok, str(rep)
+    by_name = parse_spec("Softmax1(2x19, f32)").pipeline("to_softmax_parts_recompute", "RF")  # a built-in step
+    assert [c.spec.kind for c in by_name.children] == ["SoftmaxDenominatorAndMax1", "SoftmaxComplete1"]
