@@ -171,7 +171,13 @@ def write_graph(g: nx.DiGraph, path: str | Path, name: str = "program") -> None:
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(max(6, len(g) * 0.6), 5))
-        pos = nx.spring_layout(g, seed=0)
+        if nx.is_directed_acyclic_graph(g):  # left to right in dataflow order
+            layers = {n: i for i, gen in enumerate(nx.topological_generations(g)) for n in gen}
+            h = g.copy()
+            nx.set_node_attributes(h, layers, "layer")
+            pos = nx.multipartite_layout(h, subset_key="layer")
+        else:
+            pos = nx.spring_layout(g, seed=0)
         colors = ["#cde" if d.get("kind") == "op" else "#fed" for _, d in g.nodes(data=True)]
         nx.draw_networkx(
             g, pos, ax=ax, labels={n: d.get("label", n) for n, d in g.nodes(data=True)}, node_color=colors, font_size=7

@@ -178,6 +178,13 @@ def test_program_and_compose_graphs_are_dot(tmp_path):
     path = tmp_path / "p.dot"
     fused.write_graph(path)
     assert path.read_text() == dot
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        pass  # a .png needs matplotlib (an error message otherwise)
+    else:
+        fused.write_graph(tmp_path / "p.png")
+        assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     cli = [sys.executable, "-m", "morello_asp.cli", "synth", "Matmul(1x1x2, f32)", "-q", "--graph"]
     r = subprocess.run([*cli, str(tmp_path / "m.dot")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
