@@ -16,6 +16,7 @@ from morello_asp.synthesis import make_search, synthesize
 from morello_asp.target import get_target
 
 
+@pytest.mark.slow  # ~10 s or more on idle cores; the slow part of CI runs it
 def test_calibrated_target_synthesizes_a_matmul_that_matches_numpy():
     tgt = get_target("avx2_calibrated")
     assert tgt.name == "avx2_calibrated"

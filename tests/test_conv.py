@@ -52,6 +52,7 @@ def check(imp, seed=0):
     np.testing.assert_allclose(got, sliding_conv(img, filt).reshape(got.shape), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow  # ~10 s or more on idle cores; the slow part of CI runs it
 def test_a_small_convolution_synthesizes_proves_and_runs():
     check(synthesize(channels_last("1x8x3x2x3x3x1")))
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 SPEC = "Matmul(2x4x2, f32)"
 
@@ -42,6 +43,7 @@ def test_cli_keeps_work_in_the_default_table(tmp_path):
     assert len(list(tmp_path.glob("avx2-*.db"))) == 2
 
 
+@pytest.mark.slow  # ~10 s or more on idle cores; the slow part of CI runs it
 def test_no_db_and_off_keep_nothing(tmp_path):
     r = _cli(["synth", SPEC, "--no-db", "-q"], tmp_path)
     assert r.returncode == 0, r.stderr

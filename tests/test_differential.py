@@ -72,6 +72,7 @@ def _synth(n: int, max_dim: int):
     run()
 
 
+@pytest.mark.slow  # ~10 s or more on idle cores; the slow part of CI runs it
 def test_random_hand_schedules_match_numpy():
     _hand(8)
 

@@ -90,7 +90,9 @@ def clean_program(tmp_path_factory) -> str:
     return out
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)], ids=["SIGINT", "SIGTERM"]
+)
 def test_signal_stops_cleanly_keeps_work_and_rerun_matches(tmp_path, clean_program, sig):
     db = tmp_path / "m.db"
     p, workers = start_and_wait_for_work(db)
@@ -114,6 +116,7 @@ def test_signal_stops_cleanly_keeps_work_and_rerun_matches(tmp_path, clean_progr
     assert out2 == clean_program
 
 
+@pytest.mark.slow  # ~10 s or more on idle cores; the slow part of CI runs it
 def test_kill_9_leaves_no_worker_and_rerun_matches(tmp_path, clean_program):
     db = tmp_path / "k.db"
     p, workers = start_and_wait_for_work(db)

@@ -38,7 +38,7 @@ def test_the_renamed_target_has_its_own_levels_and_roles(renamed):
     assert renamed.prefix("DRAM") == "m" and renamed.prefix("CACHE1") == "c"
 
 
-@pytest.mark.parametrize("shape", ["4x4x8", "3x5x7"])
+@pytest.mark.parametrize("shape", [pytest.param("4x4x8", marks=pytest.mark.slow), "3x5x7"])
 def test_synthesizes_the_same_program_as_avx2_up_to_renaming(renamed, shape):
     text = f"Matmul({shape}, f32)"
     ours = Search(get_engine(renamed), DictMemo()).build(parse_spec(text, renamed))

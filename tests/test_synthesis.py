@@ -79,6 +79,7 @@ def test_rebuilt_cost_equals_decision_and_explain():
 SPECS = st.sampled_from(["Matmul(2x4x2, f32)", "Matmul(4x2x4, f32)", "Matmul(2x2x8, f32)", "Matmul(4x4x4, f32)"])
 
 
+@pytest.mark.slow  # ~10 s or more on idle cores; the slow part of CI runs it
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=SPECS, data=st.data())
 def test_more_memory_never_costs_more_and_decision_holds_at_peak(text, data):
@@ -159,6 +160,7 @@ def test_a_rule_file_can_forbid_a_rewrite(tmp_path):
     check_runs(imp)
 
 
+@pytest.mark.slow  # ~10 s or more on idle cores; the slow part of CI runs it
 def test_a_second_target_with_tiny_l1_changes_the_program(tmp_path):
     from morello_asp.target import ENCODINGS
 
@@ -229,6 +231,7 @@ def test_optional_l1_ways_rules_remove_tall_strided_cache_moves():
         Engine("avx2", ("no_such_option",))
 
 
+@pytest.mark.slow  # ~10 s or more on idle cores; the slow part of CI runs it
 def test_optional_rows6_rules_offer_six_row_tiles_over_packed_panels():
     """`rows6` adds 6-row tiles (the 6x16 register block) where rhs is a packed L1 panel."""
     packed = parse_spec(
