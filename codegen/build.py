@@ -25,6 +25,7 @@ from pathlib import Path
 import cffi
 
 from morello_asp.errors import InputError
+from morello_asp.user_cache import user_cache_dir
 
 from .errors import CompileError
 
@@ -35,7 +36,7 @@ BASE_FLAGS = ("-O3", "-std=c99", "-fPIC", "-shared", "-fno-semantic-interpositio
 
 def cache_dir() -> Path:
     env = os.environ.get("MORELLO_ASP_CACHE")
-    d = Path(env or Path.home() / ".cache" / "morello-asp")
+    d = user_cache_dir()
     what = f"MORELLO_ASP_CACHE={env}" if env else f"the module cache {d}"
     if d.exists() and not d.is_dir():
         raise InputError(f"{what} is a file, not a directory for compiled modules")

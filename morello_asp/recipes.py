@@ -24,8 +24,6 @@ from .schedule import leaf_spec
 from .spec import parse_spec
 from .target import Target, as_target
 
-PACK = "[0, 2, 1, 2 p(16)]"  # B (1 x k x n) as [batch, n/16, k, 16] (avx2's f32 block; see register_block)
-
 
 @dataclass(frozen=True)
 class RegisterBlock:

@@ -122,6 +122,7 @@ def export(path: str, out: str) -> int:
 
 def _read_jsonl(src: str) -> tuple[dict, list[tuple]]:
     """(meta, rows) of an exported table, every line checked before anything is written."""
+    from .coords import from_coords
     from .memo_db import decode_decision
 
     p = Path(src)
@@ -170,7 +171,9 @@ def _read_jsonl(src: str) -> tuple[dict, list[tuple]]:
             if not ok:
                 raise ValueError("a box needs a key with nlimits and integer corners lo <= hi of equal length")
             val = json.dumps(value, separators=(",", ":"), sort_keys=True)
-            decode_decision(val, key, lo)  # the row must mean something
+            if value.get("a") is not None:
+                from_coords(key, lo)  # the point must be a spec its action applies to
+            decode_decision(val, key)  # the row must mean something
         except Exception as e:  # noqa: BLE001 - any failure is the line's fault
             raise bad(i, f"{type(e).__name__}: {e}") from None
         rows.append((key, json.dumps(lo), json.dumps(hi), val))
@@ -218,7 +221,7 @@ def compact(path: str) -> tuple[int, int]:
     try:
         for key, lo, hi, val in rows:
             lo, hi = tuple(json.loads(lo)), tuple(json.loads(hi))
-            m._insert_box(key, lo, hi, decode_decision(val, key, list(lo)))
+            m._insert_box(key, lo, hi, decode_decision(val, key))
     except (ValueError, KeyError, TypeError, IndexError, MorelloError) as e:
         con.close()
         raise MemoError(
@@ -278,7 +281,7 @@ def merge(dest: str, sources: list[str]) -> tuple[int, int, int]:
         try:
             for key, lo, hi, val in rows:
                 lo, hi = tuple(json.loads(lo)), tuple(json.loads(hi))
-                decoded.append((key, lo, hi, decode_decision(val, key, list(lo))))
+                decoded.append((key, lo, hi, decode_decision(val, key)))
         except (ValueError, KeyError, TypeError, IndexError, MorelloError) as e:
             raise MemoError(
                 f"memo table {src} has a row this version cannot read ({type(e).__name__}: {e}); nothing merged"

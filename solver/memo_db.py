@@ -21,6 +21,7 @@ from pathlib import Path
 
 from morello_asp.errors import InputError, MemoError, MorelloError
 from morello_asp.rewrites import Action
+from morello_asp.user_cache import user_cache_dir
 
 from .coords import from_coords
 from .memo import Decision, RectMemo
@@ -53,26 +54,44 @@ def encode_decision(d: Decision) -> str:
     )
 
 
-_RANKS: dict[str, tuple[int, ...]] = {}  # table key -> operand ranks (the same at every point of a key)
+def operand_ranks(k, rank: int) -> tuple[int, ...]:
+    """The rank of each operand of kind `k` at spec rank `rank`."""
+    return tuple(len(acc) for acc in k.access(rank))
 
 
-@functools.lru_cache(maxsize=65536)
-def _action(text: str, ranks: tuple[int, ...]) -> Action:
-    return Action.from_json(json.loads(text), ranks)
+def key_ranks(key: str) -> tuple[int, ...]:
+    """Operand ranks of the specs under a table key (what an action's JSON needs): the
+    same at every point of the key, so found from its kind and rank alone."""
+    from morello_asp.kinds import kind
+
+    k = json.loads(key)
+    return operand_ranks(kind(k["kind"]), k["rank"])
 
 
-def decode_decision(text: str, key: str, lo) -> Decision:
-    """A box value back to a Decision. An action's JSON needs its operands' ranks, which
-    are found by rebuilding one spec per key (not per row: that was most of the time of
-    opening a table) and actions are decoded once per text."""
-    o = json.loads(text)
-    a = None
-    if o["a"] is not None:
-        ranks = _RANKS.get(key)
-        if ranks is None:
-            ranks = _RANKS[key] = tuple(len(s) for s in from_coords(key, lo).operand_shapes)
-        a = _action(json.dumps(o["a"], sort_keys=True), ranks)
-    return Decision(a, Fraction(o["c"]), tuple(o["p"]), o["d"])
+class Decoder:
+    """Box values (encode_decision's text) to Decisions, the ranks of each key computed
+    once and each action decoded once per text (opening a table decodes every row)."""
+
+    def __init__(self):
+        self._ranks: dict[str, tuple[int, ...]] = {}
+        self._actions: dict[tuple, Action] = {}
+
+    def __call__(self, val: str, key: str) -> Decision:
+        o = json.loads(val)
+        a = o["a"]
+        if a is not None:
+            ranks = self._ranks.get(key)
+            if ranks is None:
+                ranks = self._ranks[key] = key_ranks(key)
+            text = json.dumps(a, sort_keys=True)
+            act = self._actions.get((text, ranks))
+            if act is None:
+                act = self._actions[(text, ranks)] = Action.from_json(a, ranks)
+            a = act
+        return Decision(a, Fraction(o["c"]), tuple(o["p"]), o["d"])
+
+
+decode_decision = Decoder()  # shared by every table this process opens
 
 
 def _tables(con: sqlite3.Connection) -> set[str]:
@@ -212,7 +231,7 @@ class SqliteMemo(RectMemo):
         try:
             for seq, key, lo, hi, val in self.con.execute("SELECT seq, key, lo, hi, value FROM decisions ORDER BY seq"):
                 lo, hi = json.loads(lo), json.loads(hi)
-                self._add_loaded(seq, key, lo, hi, decode_decision(val, key, lo))
+                self._add_loaded(seq, key, lo, hi, decode_decision(val, key))
                 self._seen = max(self._seen, seq)
             for kid, key in self.con.execute("SELECT id, key FROM ekeys"):
                 self._ekeys[key] = kid
@@ -289,7 +308,7 @@ class SqliteMemo(RectMemo):
             if seq in self._mine:
                 continue
             lo, hi = json.loads(lo), json.loads(hi)
-            self._add_loaded(seq, key, lo, hi, decode_decision(val, key, lo), sort=True)
+            self._add_loaded(seq, key, lo, hi, decode_decision(val, key), sort=True)
             n += 1
         return n
 
@@ -470,10 +489,8 @@ def default_table(engine) -> Path | None:
         raise InputError(
             f"MORELLO_ASP_DB={os.environ['MORELLO_ASP_DB']!r}: expected off or on (name a table with --db FILE)"
         )
-    env = os.environ.get("MORELLO_ASP_CACHE")
-    base = Path(env).expanduser() if env else Path.home() / ".cache" / "morello-asp"
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", engine.target.name)
-    return base / f"{name}-{logic_hash(engine.files)[:16]}.db"
+    return user_cache_dir() / f"{name}-{logic_hash(engine.files)[:16]}.db"
 
 
 def open_memo(path: Path, engine, batch: int = 200) -> SqliteMemo:

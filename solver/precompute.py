@@ -53,6 +53,7 @@ from typing import Any
 from morello_asp.errors import InputError, MorelloError
 
 from .dp import Progress  # the status line, as synth's
+from .memo_db import Decoder, operand_ranks
 
 PROTOCOL = 1  # of tasks and answers between driver and workers
 PROGRESS_VERSION = "1"
@@ -63,11 +64,6 @@ def kind_names() -> list[str]:
     from morello_asp.kinds import all_kinds
 
     return list(all_kinds())
-
-
-def operand_ranks(k, rank: int) -> tuple[int, ...]:
-    """The rank of each operand of kind `k` at spec rank `rank`."""
-    return tuple(len(acc) for acc in k.access(rank))
 
 
 def load_kinds(target, rules) -> None:
@@ -235,41 +231,6 @@ def pack(rows) -> bytes:
 
 def unpack(blob: bytes):
     return json.loads(zlib.decompress(blob))
-
-
-def key_ranks(key: str) -> tuple[int, ...]:
-    """Operand ranks of the specs under a table key (what an action's JSON needs)."""
-    from morello_asp.kinds import kind
-
-    k = json.loads(key)
-    return operand_ranks(kind(k["kind"]), k["rank"])
-
-
-class Decoder:
-    """Box values (memo_db.encode_decision's text) to Decisions, the ranks of each key
-    computed once (memo_db.decode_decision rebuilds a spec per row)."""
-
-    def __init__(self):
-        self._ranks: dict[str, tuple[int, ...]] = {}
-        self._actions: dict[tuple, Any] = {}
-
-    def __call__(self, val: str, key: str):
-        from morello_asp.rewrites import Action
-
-        from .memo import Decision
-
-        ranks = self._ranks.get(key)
-        if ranks is None:
-            ranks = self._ranks[key] = key_ranks(key)
-        o = json.loads(val)
-        a = o["a"]
-        if a is not None:
-            text = json.dumps(a, sort_keys=True)
-            act = self._actions.get((text, ranks))
-            if act is None:
-                act = self._actions[(text, ranks)] = Action.from_json(a, ranks)
-            a = act
-        return Decision(a, Fraction(o["c"]), tuple(o["p"]), o["d"])
 
 
 # ===================================================================== worker side

@@ -260,7 +260,7 @@ def test_db_merge_combines_tables_and_refuses_other_rules(tables, tmp_path):
     m = SqliteMemo(tmp_path / "m.db", meta["target"], levels, meta["logic"])
     for _, key, lo, _hi, val in src.values():  # every box's corner answers as in the source
         spec = from_coords(key, json.loads(lo))
-        assert m.get(spec) == denormalize(decode_decision(val, key, json.loads(lo)), spec)
+        assert m.get(spec) == denormalize(decode_decision(val, key), spec)
     m.close()
     other = SqliteMemo(tmp_path / "o.db", meta["target"], levels, "f" * 64)
     other.close()
