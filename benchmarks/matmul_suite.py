@@ -78,9 +78,11 @@ STANDARD = [
     _rect("784x128x512", "guided"),
     _rect("1020x1152x1152", "guided"),
 ]
-# Every square size with nothing by hand; meant for `--rules l1_ways` (README, Optional
-# rule sets): with the default rules the large sizes cache unpacked B tiles that alias in L1.
-AUTOMATIC = [_sq(n, "synthesized") for n in (64, 128, 256, 512, 1024, 2048)]
+# Every square size with nothing by hand, the default rules (which see strides: a tile of
+# B whose rows alias in L1 is packed), and sizes that are not powers of two.
+AUTOMATIC = [_sq(n, "synthesized") for n in (64, 96, 128, 200, 256, 320, 512, 1024, 2048)] + [
+    _rect("129x257x65", "synthesized")
+]
 SUITES = {"standard": STANDARD, "automatic": AUTOMATIC}
 
 

@@ -229,21 +229,49 @@ class Emitter:
         for i, v in enumerate(views):
             if v.buf.in_registers or not v.ts.is_contiguous() or prod(v.shape) == 1:
                 continue
-            names = [f"x{d}" for d in range(len(v.shape))]
-            grid = np.indices(v.shape).reshape(len(v.shape), -1)
-            env: dict[str, Any] = {n: g for n, g in zip(names, grid)}
-            env.update({n: r.lo for n, r in self.env.items()})
-            pos = v.position([Var(n) for n in names])
-            off = np.asarray(v.buf.ts.layout.buffer_expr(v.buf.shape, pos).eval(env)).reshape(-1)
+            off = self._offsets(v)
             if off.max() - off.min() + 1 != off.size:
                 raise CodegenError(
                     f"kernel {node.kernel} on {node.spec.short()}: operand {param_names(node.spec)[i]} is contiguous "
                     f"in its spec but its view of {v.buf.name} is not (a rule gave it the wrong contiguousness)"
                 )
 
+    def check_strides(self, node: KernelApp, views: list[View]):
+        """The rules decide cache residency from the stride exponent a spec claims
+        (rules/aliasing.lp); refuse a claim the memory view contradicts: the distance
+        between its first two runs must be 2^P times an odd number of bytes (or, for
+        P at the line size, a smaller power of two: the rules clamp there)."""
+        line_exp = node.spec.target.line_bytes.bit_length() - 1
+        for i, v in enumerate(views):
+            p = v.ts.stride
+            if p is None or v.buf.in_registers or v.ts.is_contiguous() or prod(v.shape) == 1:
+                continue
+            off = np.unique(self._offsets(v))
+            gaps = np.nonzero(np.diff(off) != 1)[0]
+            if not len(gaps):
+                continue
+            step = int(off[gaps[0] + 1] - off[0]) * v.ts.dtype.nbytes
+            exp = (step & -step).bit_length() - 1
+            if exp != p and not (p == line_exp and exp < p):
+                raise CodegenError(
+                    f"kernel {node.kernel} on {node.spec.short()}: operand {param_names(node.spec)[i]} claims "
+                    f"stride exponent {p} but its runs in {v.buf.name} are {step} bytes apart "
+                    "(a rule gave it the wrong stride)"
+                )
+
+    def _offsets(self, v: View) -> np.ndarray:
+        """The buffer offsets of every value of view `v` at the loops' first iteration."""
+        names = [f"x{d}" for d in range(len(v.shape))]
+        grid = np.indices(v.shape).reshape(len(v.shape), -1)
+        env: dict[str, Any] = {n: g for n, g in zip(names, grid)}
+        env.update({n: r.lo for n, r in self.env.items()})
+        pos = v.position([Var(n) for n in names])
+        return np.asarray(v.buf.ts.layout.buffer_expr(v.buf.shape, pos).eval(env)).reshape(-1)
+
     def kernel(self, node: KernelApp, views: list[View]):
         spec = node.spec
         self.check_contiguous(node, views)
+        self.check_strides(node, views)
         dtype = str(spec.operands[spec.output].dtype)
         text = self.ct.template(node.kernel, dtype)
         for used, table in ((self.headers, self.ct.kernel_headers), (self.helpers, self.ct.kernel_helpers)):

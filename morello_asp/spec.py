@@ -28,6 +28,12 @@ class TensorSpec:
     aligned: bool = True
     contig: int | None = None  # None: fully contiguous (filled in by canonical())
     vector_size: int | None = None
+    # A view that is not contiguous: log2 of the largest power of two dividing the byte
+    # distance between its runs (the step of the first physical dim it does not cover
+    # whole), as the rules compute it (clamped to the target's cache geometry). It tells
+    # the rules whether the view's rows fall into the same cache sets. None: contiguous,
+    # or unknown, which the rules take as the worst (every row in the same sets).
+    stride: int | None = None
 
     def canonical(self, shape, target: Target) -> TensorSpec:
         """Equal tensors get equal specs: contiguousness defaults to full, a single value
@@ -52,13 +58,15 @@ class TensorSpec:
                     contig = lay.full_contiguity()
         if target.is_register(self.level):
             aligned = True
-        return TensorSpec(self.dtype, self.level, lay, aligned, contig, self.vector_size)
+        # Registers have no cache sets: a stride there would only split spec classes.
+        stride = self.stride if contig < lay.full_contiguity() and not target.is_register(self.level) else None
+        return TensorSpec(self.dtype, self.level, lay, aligned, contig, self.vector_size, stride)
 
     def __hash__(self) -> int:
         # Specs are hashed constantly by the search's tables: compute once.
         h = self.__dict__.get("_hash")
         if h is None:
-            h = hash((self.dtype, self.level, self.layout, self.aligned, self.contig, self.vector_size))
+            h = hash((self.dtype, self.level, self.layout, self.aligned, self.contig, self.vector_size, self.stride))
             object.__setattr__(self, "_hash", h)
         return h
 
@@ -76,6 +84,8 @@ class TensorSpec:
             parts.append(f"c{self.contig}")
         if self.vector_size:
             parts.append(f"v{self.vector_size}")
+        if self.stride is not None:
+            parts.append(f"s{self.stride}")
         return "(" + ", ".join(parts) + ")"
 
 
@@ -365,10 +375,10 @@ class _Parser:
         except LayoutError as e:
             self.pos = lpos
             self.error(f"a layout for a rank-{rank} tensor ({e})")
-        aligned, contig, vsize = True, None, None
+        aligned, contig, vsize, stride = True, None, None, None
         while self.maybe(","):
             fpos = self.pos
-            flag = self.word("ua, cN or vN")
+            flag = self.word("ua, cN, vN or sN")
             if flag == "ua":
                 aligned = False
             elif re.fullmatch(r"c[0-9]+", flag):
@@ -385,11 +395,16 @@ class _Parser:
                 if not 1 <= vsize <= INT_MAX:
                     self.pos = fpos
                     self.error(f"vN with N from 1 to {INT_MAX}")
+            elif re.fullmatch(r"s[0-9]+", flag):
+                stride = int(flag[1:])
+                if stride > 62:
+                    self.pos = fpos
+                    self.error("sN with N from 0 to 62 (log2 of the largest power of two dividing the stride in bytes)")
             else:
                 self.pos = fpos
-                self.error("ua, cN or vN")
+                self.error("ua, cN, vN or sN")
         self.eat(")")
-        return TensorSpec(dtype, level, layout, aligned, contig, vsize)
+        return TensorSpec(dtype, level, layout, aligned, contig, vsize, stride)
 
 
 def parse_spec(text: str, target: Target | str | None = None, buffers: bool = True, rules=()) -> Spec:

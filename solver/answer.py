@@ -24,6 +24,7 @@ RE = {
     "kind": re.compile(r"\bchild_kind\((\d+)," + _ATOM + r",(\d+),(\w+)\)"),
     "dim": re.compile(r"\bchild_dim\((\d+)," + _ATOM + r",(\d+),(\d+),(\d+)\)"),
     "op": re.compile(r"\bchild_operand\((\d+)," + _ATOM + r",(\d+),(\d+),(\w+),(\w+),(\d+),(\d+),(\d+),(\d+)\)"),
+    "stride": re.compile(r"\bchild_stride\((\d+)," + _ATOM + r",(\d+),(\d+),(\d+)\)"),
     "serial": re.compile(r"\bchild_serial\((\d+)," + _ATOM + r",(\d+)\)"),
     "alloc": re.compile(r"\balloc\((\d+)," + _ATOM + r",(\w+),(\d+)\)"),
     "kcost": re.compile(r"\bkernel_cost\((\d+),(\w+),(-?\d+)\)"),
@@ -33,7 +34,8 @@ RE = {
 _ANY_ACTION = re.compile(r"\baction\(")
 
 # A child, as its atoms describe it: (kind, dims in order, operands in order, serial);
-# an operand is (dtype, level, aligned, contiguity, vector size, layout id) as text.
+# an operand is (dtype, level, aligned, contiguity, vector size, layout id, stride or "")
+# as text.
 ChildKey = tuple
 
 
@@ -84,7 +86,11 @@ def parse(text: str, n: int) -> list[tuple[dict, dict, dict, dict]]:
     for sid, a, i, op, *rest in RE["op"].findall(text):
         c = child(sid, a, int(i))
         if c is not None:
-            c[2][int(op)] = tuple(rest)
+            c[2][int(op)] = tuple(rest) + ("",)
+    for sid, a, i, op, st in RE["stride"].findall(text):
+        c = child(sid, a, int(i))
+        if c is not None and int(op) in c[2]:
+            c[2][int(op)] = c[2][int(op)][:-1] + (st,)
     for sid, a, i in RE["serial"].findall(text):
         c = child(sid, a, int(i))
         if c is not None:

@@ -26,7 +26,7 @@ from morello_asp.errors import SpecError
 from morello_asp.spec import Spec
 from morello_asp.target import Target
 
-from .coords import from_coords
+from .coords import OPERAND_AXES, from_coords
 
 TIMEOUT_MS = 10_000
 MAX_BLOCKED = 50  # non-spec models tried before a query is left unknown
@@ -92,10 +92,10 @@ class BoxSpace:
                 self.dim_values.append(vals)
                 self.dims.append(self._axis(f"D{d}", i, vals))
                 i += 1
-        self.ops = []  # per operand: [level index, vector size, contiguity, aligned]
+        self.ops = []  # per operand: one axis per coords.OPERAND_AXES
         for op in range(len(k["ops"])):
-            self.ops.append([self._axis(f"{n}{op}", i + j) for j, n in enumerate(("lv", "v", "c", "al"))])
-            i += 4
+            self.ops.append([self._axis(f"{n}{op}", i + j) for j, n in enumerate(OPERAND_AXES)])
+            i += len(OPERAND_AXES)
         self.limits = [self._axis(f"L{j}", i + j) for j in range(k["nlimits"])]
 
     def _axis(self, name, i, values=None):
@@ -135,7 +135,7 @@ class BoxSpace:
         out = []
         vlevels = [i for i, name in enumerate(self.levels) if self.target.holds_vectors(name)]
         widths = sorted(self.target.vector_types)
-        for op, (lv, v, _, _) in enumerate(self.ops):
+        for op, (lv, v, *_) in enumerate(self.ops):
             nb = self.dtypes[op].nbytes
             vol = self.operand_volume(op)
             in_vrf = z3.Or([as_bool(lv == i) for i in vlevels]) if vlevels else False

@@ -7,7 +7,8 @@
   two the shape goes into the key too (the "exact-key store": no dimension axes).
 * point (a tuple of ints), in this order:
     - log2 of each dimension (power-of-two shapes only),
-    - per operand: level index, vector size (0 = none), contiguity (-1 = unset), aligned 0/1,
+    - per operand (OPERAND_AXES): level index, vector size (0 = none), contiguity
+      (-1 = unset), aligned 0/1, stride exponent (-1 = none: contiguous or unknown),
     - each memory limit, in units, as is.
   Limits are kept as raw integers rather than log2(limit): a decision holds on the
   integer interval [peak, limit], and integers make that box exact, with no conservative
@@ -22,6 +23,10 @@ from morello_asp.dtypes import Dtype
 from morello_asp.layout import Layout
 from morello_asp.spec import Spec, TensorSpec
 from morello_asp.target import Target, as_target
+
+# The point's axes for each operand, in order.
+OPERAND_AXES = ("lv", "v", "c", "al", "st")
+NOPAX = len(OPERAND_AXES)
 
 
 def _pow2(n: int) -> bool:
@@ -61,6 +66,7 @@ def _class_coords(spec: Spec, levels, nlimits: int) -> tuple[str, tuple[int, ...
             o.vector_size or 0,
             -1 if o.contig is None else o.contig,
             int(o.aligned),
+            -1 if o.stride is None else o.stride,
         ]
     return json.dumps(key, sort_keys=True, separators=(",", ":")), tuple(point)
 
@@ -79,7 +85,7 @@ def from_coords(key: str, point: tuple[int, ...], target: Target | None = None) 
     kind_shapes = Spec(k["kind"], shape, (), target=target).operand_shapes
     ops = []
     for i, (dt, lay) in enumerate(k["ops"]):
-        lv, v, c, a = rest[4 * i : 4 * i + 4]
+        lv, v, c, a, st = rest[NOPAX * i : NOPAX * i + NOPAX]
         ops.append(
             TensorSpec(
                 Dtype[dt],
@@ -88,9 +94,10 @@ def from_coords(key: str, point: tuple[int, ...], target: Target | None = None) 
                 bool(a),
                 None if c == -1 else c,
                 v or None,
+                None if st == -1 else st,
             )
         )
-    rest = rest[4 * len(k["ops"]) :]
+    rest = rest[NOPAX * len(k["ops"]) :]
     assert len(rest) == k["nlimits"]
     return Spec(k["kind"], shape, tuple(ops), k["serial"], tuple(rest), target)
 

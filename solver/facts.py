@@ -66,6 +66,8 @@ def spec_facts(sid: int, spec: Spec, target: Target, ids: LayoutIds) -> list[str
             f"spec_operand({sid},{op},{ts.dtype.short},{ts.level.lower()},{int(ts.aligned)},{ts.contig},"
             f"{ts.vector_size or 0},{ids.id(lay)})."
         )
+        if ts.stride is not None:
+            f.append(f"spec_stride({sid},{op},{ts.stride}).")
         for j, (a, x) in enumerate(zip(access, shape)):
             f.append(f"spec_opext({sid},{op},{j},{x}).")
             if a.single is not None:
@@ -122,8 +124,18 @@ def build_child(
     kind: str, shape: tuple[int, ...], ops: tuple[tuple, ...], serial: bool, ids: LayoutIds, target: Target
 ) -> Spec:
     """The canonical spec a child's atoms describe (kind in snake case, operands as
-    (dtype, level, aligned, contiguity, vector size, layout id) text)."""
+    (dtype, level, aligned, contiguity, vector size, layout id, stride or "") text)."""
     operands = []
-    for dt, lv, al, c, v, lay in ops:
-        operands.append(TensorSpec(_DTYPES[dt], lv.upper(), ids.layouts[int(lay)], al == "1", int(c), int(v) or None))
+    for dt, lv, al, c, v, lay, st in ops:
+        operands.append(
+            TensorSpec(
+                _DTYPES[dt],
+                lv.upper(),
+                ids.layouts[int(lay)],
+                al == "1",
+                int(c),
+                int(v) or None,
+                int(st) if st else None,
+            )
+        )
     return Spec(camel(kind), shape, tuple(operands), serial, (), target).canonical()

@@ -26,7 +26,7 @@ from morello_asp.user_cache import user_cache_dir
 from .coords import from_coords
 from .memo import Decision, RectMemo
 
-SCHEMA_VERSION = "2"  # 2: box costs per unit of volume
+SCHEMA_VERSION = "3"  # 2: box costs per unit of volume; 3: a stride axis per operand
 EXPANSIONS_VERSION = "2"  # format of the expansion cache; another value empties it
 # precompute and staged: a precompute's progress and answers not yet applied (solver/precompute.py)
 OUR_TABLES = {"meta", "decisions", "ekeys", "expansions", "sqlite_sequence", "precompute", "staged"}

@@ -52,6 +52,7 @@ from typing import Any
 
 from morello_asp.errors import InputError, MorelloError
 
+from .coords import NOPAX
 from .dp import Progress  # the status line, as synth's
 from .memo_db import Decoder, operand_ranks
 
@@ -451,7 +452,7 @@ class Validator:
                     raise BadAnswer("a row is not [key, lo, hi, value]")
                 key, lo, hi, val = row
                 kind, rank, ranks, shape, nops = self._key(key)
-                npoint = (0 if shape is not None else rank) + 4 * nops + n
+                npoint = (0 if shape is not None else rank) + NOPAX * nops + n
                 if not (
                     isinstance(lo, list)
                     and isinstance(hi, list)
@@ -473,8 +474,14 @@ class Validator:
                     raise BadAnswer(f"row of {key[:60]}: a spec larger than the task's roots")
                 ops = lo[rank if shape is None else 0 : -n]
                 for i in range(nops):
-                    lv, vs, contig, aligned = ops[4 * i : 4 * i + 4]
-                    if not (0 <= lv < n and 0 <= vs <= 1 << 16 and -1 <= contig <= 64 and aligned in (0, 1)):
+                    lv, vs, contig, aligned, stride = ops[NOPAX * i : NOPAX * i + NOPAX]
+                    if not (
+                        0 <= lv < n
+                        and 0 <= vs <= 1 << 16
+                        and -1 <= contig <= 64
+                        and aligned in (0, 1)
+                        and -1 <= stride <= 62
+                    ):
                         raise BadAnswer(f"row of {key[:60]}: operand {i} coordinates out of range")
                 llo, lhi = lo[-n:], hi[-n:]
                 if not all(0 <= a <= b <= m for a, b, m in zip(llo, lhi, self.max_limits)):

@@ -65,7 +65,7 @@ SPECS = [
     (full("(f32, GL, [٠, 1, 2])"), "bad physical dimension"),
     (full("(f32, GL, row_major, c9)"), "cN with N at most 3"),
     (full("(f32, GL, row_major, v0)"), "vN with N from 1"),
-    (full("(f32, GL, row_major, zz)"), "ua, cN or vN"),
+    (full("(f32, GL, row_major, zz)"), "ua, cN, vN or sN"),
     (full("(f32, XL, row_major)"), "XL"),
 ]
 

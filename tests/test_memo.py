@@ -39,10 +39,12 @@ def specs(draw):
             level=draw(st.sampled_from(LEVELS)),
             vector_size=draw(st.sampled_from([None, 8])),
             aligned=draw(st.booleans()),
+            contig=draw(st.sampled_from([None, 1])),
+            stride=draw(st.sampled_from([None, 6, 9])),
         )
         for o in s.operands
     )
-    return replace(s, operands=ops, limits=draw(limits))
+    return replace(s, operands=ops, limits=draw(limits)).canonical()
 
 
 ACTIONS = [None, Action("tile", ((1, 1, 2, 2), False)), Action("select", ("mult_add",)), Action("to_accum", ())]

@@ -30,6 +30,8 @@ def specs(draw):
             parts.append("ua")
         if draw(st.booleans()):
             parts.append(f"c{draw(st.integers(0, 2))}")
+            if draw(st.booleans()):
+                parts.append(f"s{draw(st.integers(0, 14))}")
         if level == "VRF":
             parts.append(draw(st.sampled_from(["v4", "v8"])))
         ops.append("(" + ", ".join(parts) + ")")
@@ -73,7 +75,7 @@ def test_paper_example_and_sugar():
         (
             "(Matmul(1x4x4x4, (f32, GL, row_major, zz), (f32, GL, row_major), (f32, GL, row_major)), [1,1,1,1])",
             "column",
-            "ua, cN or vN",
+            "ua, cN, vN or sN",
         ),
     ],
 )

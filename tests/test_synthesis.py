@@ -211,24 +211,34 @@ def _tall_strided_cache_moves(imp, ways=8):
     return found
 
 
-@pytest.mark.slow
-def test_optional_l1_ways_rules_remove_tall_strided_cache_moves():
-    """`l1_ways` (encodings/options/) forbids caching a strided tile taller than L1's ways."""
-    tile = parse_spec(
-        "(MatmulAccum(1x4x16x16, (f32, GL, row_major), (f32, GL, row_major, c1), "
-        "(f32, GL, row_major, c1)), [16, 16, 1024, 33554432])"
-    )
-    moves = {e.action.text() for e in Engine("avx2").expand(tile)}
-    moves_ways = {e.action.text() for e in Engine("avx2", ("l1_ways",)).expand(tile)}
-    assert moves - moves_ways == {"move_param(1, L1, row_major)"}  # 16 strided rows of B
-    # A 32x16 tile of B (rows 128 B apart): the default rules cache it in L1 as it is.
-    partial = parse_spec("Matmul(8x32x32, f32)").to_accum().subschedule([1], lambda a: a.tile([1, 8, 32, 16]))
-    plain, ways = synthesize_all(partial), synthesize_all(partial, rules=["l1_ways"])
-    assert _tall_strided_cache_moves(plain) and not _tall_strided_cache_moves(ways)
-    check_runs(plain)
-    check_runs(ways)
-    with pytest.raises(RuleError, match="optional rule sets by name: .*l1_ways"):
-        Engine("avx2", ("no_such_option",))
+def test_strided_tiles_stay_in_l1_only_where_their_rows_do_not_alias():
+    """rules/aliasing.lp: a strided tile may be cached in L1 as it is only if its rows
+    spread over enough of L1's sets; the spec's stride exponent says how far."""
+
+    def moves(b):
+        tile = parse_spec(
+            f"(MatmulAccum(1x4x16x16, (f32, GL, row_major), {b}, (f32, GL, row_major, c1)), [16, 16, 1024, 33554432])"
+        )
+        return {e.action.text() for e in Engine("avx2").expand(tile)}
+
+    cache_b = "move_param(1, L1, row_major)"
+    assert cache_b not in moves("(f32, GL, row_major, c1)")  # unknown stride: 16 rows > 8 ways
+    assert cache_b not in moves("(f32, GL, row_major, c1, s12)")  # 4 KB apart: one set group
+    assert cache_b in moves("(f32, GL, row_major, c1, s7)")  # 128 B * odd: 32 groups of sets
+    with pytest.raises(RuleError, match="optional rule sets by name"):
+        Engine("avx2", ("l1_ways",))  # retired: the default rules see strides
+
+
+@pytest.mark.slow  # ~45 s; the slow part of CI runs it
+def test_synthesis_packs_tiles_whose_rows_alias():
+    # Tiles of B from a 32-wide matrix (rows 128 B apart) stay in L1 as they are; from a
+    # 1024-wide one (rows 4 KB apart) they are packed.
+    near = parse_spec("Matmul(8x32x32, f32)").to_accum().subschedule([1], lambda a: a.tile([1, 8, 32, 16]))
+    far = parse_spec("Matmul(8x32x1024, f32)").to_accum().subschedule([1], lambda a: a.tile([1, 8, 32, 16]))
+    near_imp, far_imp = synthesize_all(near), synthesize_all(far)
+    assert _tall_strided_cache_moves(near_imp) and not _tall_strided_cache_moves(far_imp)
+    check_runs(near_imp)
+    check_runs(far_imp)
 
 
 @pytest.mark.slow  # ~10 s or more on idle cores; the slow part of CI runs it

@@ -320,7 +320,7 @@ class Tile(Rewrite):
         if not vlevels:
             return []
         vrf = vlevels[0]
-        ops = [(op, lv, v) for op, (lv, v, _, _) in enumerate(sp.ops) if not (isinstance(lv, int) and lv != vrf)]
+        ops = [(op, lv, v) for op, (lv, v, *_) in enumerate(sp.ops) if not (isinstance(lv, int) and lv != vrf)]
         if not ops:
             return []
         labels = cache(
