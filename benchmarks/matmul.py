@@ -83,7 +83,7 @@ def main(argv=None) -> int:
         nargs="+",
         default=[],
         metavar="RULES",
-        help="extra rule files or optional rule sets for the suite, e.g. rows6",
+        help="extra rule files or optional rule sets for the suite, e.g. a path to a .lp file",
     )
     ap.add_argument("--only", nargs="+", metavar="SIZE", help="suite sizes to run, e.g. 256 18x32x96 (m x n x k)")
     ap.add_argument("--db", help="memo table shared by the suite's sizes (default benchmarks/.suite.db)")

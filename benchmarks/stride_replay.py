@@ -3,10 +3,12 @@ table holds for one spec on another spec of a different shape (same rewrites, sa
 sizes), check both against numpy and time them side by side.
 
     python benchmarks/stride_replay.py --db m.db \\
-        "Matmul(1024x1024x1024, f32)" "Matmul(1024x1024x1088, f32)" [--rules l1_ways]
+        "Matmul(1024x1024x1024, f32)" "Matmul(1024x1024x1088, f32)" [--rules FILE ...]
 
 The table must hold the first spec (`morello-asp synth SPEC --db m.db`). Used for README's
-"fully automatic 1024^3" paragraph: rows 4 KB apart alias in L1, 4,352 B apart do not.
+"Strides and cache aliasing": with the rules of before specs had strides, the 1024^3
+program cached an unpacked tile of B whose rows, 4 KB apart, alias in L1; replayed with
+rows 4,352 B apart it ran 1.6x faster. The rules now see the stride and pack such tiles.
 """
 
 from __future__ import annotations

@@ -740,7 +740,8 @@ class _Tally:
         eta = f", ETA {_eta(elapsed * (self.total_w - self.done_w) / self.timed_w)}" if self.timed_w else ""
         return (
             f"precompute: stage {self.stage + 1}/{len(self.stages)} ({self.tasks_done}/{len(st.tasks)} tasks), "
-            f"{r.tasks:,}/{self.total:,} root specs, {r.decisions:,} decisions, {rate:,.0f}/s, {elapsed:.0f} s{eta}"
+            # the ETA before the counters: a narrow terminal cuts the line's end
+            f"{r.tasks:,}/{self.total:,} root specs{eta}, {r.decisions:,} decisions, {rate:,.0f}/s, {elapsed:.0f} s"
         )
 
 

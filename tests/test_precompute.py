@@ -91,9 +91,11 @@ def tables(tmp_path_factory):
     cmd = [*CLI, "precompute", "--db", str(d / "two.db"), "--max-size", "2", "--workers", "2"]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # meanwhile:
     out = io.StringIO()
-    rep = pc.precompute(
-        pc.Grid("matmul", "f32", 2), d / "one.db", workers=1, progress=pc.Progress(enabled=True, stream=out)
-    )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COLUMNS", "200")  # the whole line: an 80-column terminal would cut its end
+        rep = pc.precompute(
+            pc.Grid("matmul", "f32", 2), d / "one.db", workers=1, progress=pc.Progress(enabled=True, stream=out)
+        )
     stdout, stderr = p.communicate(timeout=600)
     return d, subprocess.CompletedProcess(cmd, p.returncode, stdout, stderr), rep, out.getvalue()
 

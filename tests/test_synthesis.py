@@ -241,9 +241,10 @@ def test_synthesis_packs_tiles_whose_rows_alias():
     check_runs(far_imp)
 
 
-@pytest.mark.slow  # ~10 s or more on idle cores; the slow part of CI runs it
-def test_optional_rows6_rules_offer_six_row_tiles_over_packed_panels():
-    """`rows6` adds 6-row tiles (the 6x16 register block) where rhs is a packed L1 panel."""
+def test_target_block_sizes_offer_six_row_tiles_over_packed_panels():
+    """avx2 declares 6-row MatmulAccum tiles over a packed B panel (tgt_block_size/4, the
+    6x16 register block); rules/register_blocks.lp offers them there and nowhere else,
+    and a target without the fact gets none."""
     packed = parse_spec(
         "(MatmulAccum(1x12x16x16, (f32, L1, row_major), (f32, L1, [0, 2, 1, 2 p(16)]), "
         "(f32, L1, row_major)), [16, 16, 1024, 33554432])"
@@ -252,18 +253,24 @@ def test_optional_rows6_rules_offer_six_row_tiles_over_packed_panels():
         "(MatmulAccum(1x12x16x16, (f32, L1, row_major), (f32, L1, row_major), "
         "(f32, L1, row_major)), [16, 16, 1024, 33554432])"
     )
-    eng, eng6 = Engine("avx2"), Engine("avx2", ("rows6",))
     six = "tile([1, 6, 16, 16])"
-    assert six not in {e.action.text() for e in eng.expand(packed)}
-    assert six not in {e.action.text() for e in eng6.expand(plain)}
-    exps = [e for e in eng6.expand(packed) if e.action.text() == six]
+    avx2 = Engine("avx2")
+    exps = [e for e in avx2.expand(packed) if e.action.text() == six]
     assert len(exps) == 1 and all(c.shape[1] == 6 for c in exps[0].children)
-    # A partial program that packs B; the synthesizer finishes it with 6-row register tiles.
+    assert six not in {e.action.text() for e in avx2.expand(plain)}
+    assert six not in {e.action.text() for e in Engine("neon").expand(packed)}  # declares none
+    with pytest.raises(RuleError, match="optional rule sets by name"):
+        Engine("avx2", ("rows6",))  # retired: the target's facts do its work
+
+
+@pytest.mark.slow  # ~10 s or more on idle cores; the slow part of CI runs it
+def test_synthesis_finishes_a_packed_panel_with_six_row_register_tiles():
+    # A partial program that packs B; the default search finishes it with 6-row tiles.
     partial = (
         parse_spec("Matmul(12x16x16, f32)")
         .to_accum()
         .subschedule([1], lambda a: a.move_param(1, "L1", "[0, 2, 1, 2 p(16)]"))
     )
-    imp = synthesize_all(partial, rules=["rows6"])
+    imp = synthesize_all(partial)
     assert any(getattr(n, "tile_shape", (0, 0))[1:2] == (6,) for n in imp.walk()), str(imp)
     check_runs(imp)
