@@ -153,6 +153,13 @@ def target_entry(name_or_path: str | Path) -> Path:
     )
 
 
+# Optional rule sets that the default rules have absorbed, and what replaced them.
+RETIRED_RULE_SETS = {
+    "l1_ways": "the default rules see strides now (rules/aliasing.lp)",
+    "rows6": "targets declare their register blocks now (tgt_block_size/4, rules/register_blocks.lp)",
+}
+
+
 def rule_file(name_or_path: str | Path) -> Path:
     """A user's rule file, or an optional rule set shipped in `encodings/options/` by name."""
     p = Path(name_or_path)
@@ -162,6 +169,11 @@ def rule_file(name_or_path: str | Path) -> Path:
     if p.suffix != ".lp" and cand.exists():
         return cand
     known = sorted(q.stem for q in (ENCODINGS / "options").glob("*.lp"))
+    if str(name_or_path) in RETIRED_RULE_SETS:
+        raise RuleError(
+            f"optional rule set {name_or_path} is retired: {RETIRED_RULE_SETS[str(name_or_path)]}; "
+            f"drop it (optional rule sets by name: {', '.join(known)})"
+        )
     raise RuleError(f"rule file not found: {name_or_path} (optional rule sets by name: {', '.join(known)})")
 
 

@@ -225,7 +225,7 @@ def test_strided_tiles_stay_in_l1_only_where_their_rows_do_not_alias():
     assert cache_b not in moves("(f32, GL, row_major, c1)")  # unknown stride: 16 rows > 8 ways
     assert cache_b not in moves("(f32, GL, row_major, c1, s12)")  # 4 KB apart: one set group
     assert cache_b in moves("(f32, GL, row_major, c1, s7)")  # 128 B * odd: 32 groups of sets
-    with pytest.raises(RuleError, match="optional rule sets by name"):
+    with pytest.raises(RuleError, match="rule set l1_ways is retired: the default rules see strides"):
         Engine("avx2", ("l1_ways",))  # retired: the default rules see strides
 
 
@@ -259,7 +259,7 @@ def test_target_block_sizes_offer_six_row_tiles_over_packed_panels():
     assert len(exps) == 1 and all(c.shape[1] == 6 for c in exps[0].children)
     assert six not in {e.action.text() for e in avx2.expand(plain)}
     assert six not in {e.action.text() for e in Engine("neon").expand(packed)}  # declares none
-    with pytest.raises(RuleError, match="optional rule sets by name"):
+    with pytest.raises(RuleError, match="rule set rows6 is retired: targets declare their register blocks"):
         Engine("avx2", ("rows6",))  # retired: the target's facts do its work
 
 
