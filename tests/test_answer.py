@@ -1,0 +1,47 @@
+"""Reading clingo's printed answer (solver/answer.py) on answers written by hand: the
+shapes the rules print, and the ones a user's rule file may (deep terms, strings with
+spaces, commas and quotes)."""
+
+from morello_asp.solver.answer import errors, parse
+
+DEEP = "f(g(h(i(1))),x)"  # four levels of parentheses
+
+ANSWER = (
+    # children before their actions, and in no particular order, as clingo prints them
+    f"child_dim(1,{DEEP},0,1,4) child_dim(1,{DEEP},0,0,2) child_kind(1,{DEEP},0,matmul_accum)\n"
+    f"child_operand(1,{DEEP},0,1,f32,l1,1,2,0,7) child_operand(1,{DEEP},0,0,f32,gl,0,1,8,3) "
+    f"child_stride(1,{DEEP},0,1,12) child_serial(1,{DEEP},0) action(1,{DEEP}) "
+    "action(0,to_accum) child_kind(0,to_accum,1,zero) child_dim(0,to_accum,1,0,8) "
+    'bad(0,move(2,vrf,2,8),"no such move,  here: \\"vrf\\" (twice)") '
+    'bad(0,move(2,vrf,2,8),"and another") bad(1,select(k),"x") '
+    "alloc(1,move(0,l1,2,0),l1,16) alloc(1,move(0,l1,2,0),l1,16) kernel_cost(0,value_zero,3) "
+    # a child of an action that was not taken is not a child of anything
+    "child_kind(0,tile1(2,1,0),0,matmul)\nSATISFIABLE\n"
+)
+
+
+def test_answer_atoms_are_grouped_per_spec_action_and_child():
+    (acts0, bads0, k0, al0), (acts1, bads1, k1, al1) = parse(ANSWER, 2)
+    assert acts1 == {
+        DEEP: {
+            0: (
+                "matmul_accum",
+                (2, 4),
+                (("f32", "gl", "0", "1", "8", "3", ""), ("f32", "l1", "1", "2", "0", "7", "12")),
+                True,
+            )
+        }
+    }
+    assert acts0 == {"to_accum": {1: ("zero", (8,), (), False)}}
+    assert bads0 == {"move(2,vrf,2,8)": ['no such move,  here: \\"vrf\\" (twice)', "and another"]}
+    assert bads1 == {"select(k)": ["x"]}
+    assert k0 == {"value_zero": 3} and k1 == {}
+    assert al1 == {"move(0,l1,2,0)": ("l1", 16)} and al0 == {}
+
+
+def test_error_atoms_are_read_with_their_text():
+    assert errors(ANSWER) == []
+    assert errors('error("the tile, of size 3, does not divide") error(bad_dim(2)) SATISFIABLE') == [
+        "the tile, of size 3, does not divide",
+        "bad_dim(2)",
+    ]
