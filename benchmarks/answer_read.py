@@ -90,11 +90,11 @@ def capture(size: int) -> list[tuple[str, int]]:
         return here(files, facts, n)
 
     clingo_run.run_inline(True)
-    clingo_run._parsed_answer_here = keep  # type: ignore[assignment]
+    clingo_run._parsed_answer_here = keep
     try:
         synthesize(f"Matmul({size}x{size}x{size}, f32)", db=None)
     finally:
-        clingo_run._parsed_answer_here = here  # type: ignore[assignment]
+        clingo_run._parsed_answer_here = here
         clingo_run.run_inline(False)
     return saved
 
