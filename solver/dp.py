@@ -20,6 +20,7 @@ import heapq
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import count
@@ -191,20 +192,29 @@ class Search:
         waiting: dict[Spec, int] = {}  # expanded, not complete: how many children are not
         parents: dict[Spec, list[Spec]] = {}  # incomplete child -> expanded specs waiting for it
         self.stats.phase = "expanding"
+
+        def start() -> tuple[list[Spec], list[Spec], Callable[[], list]]:
+            """Pop the next batch and start its clingo calls: (batch, classes the table
+            did not have, the function that waits for the batch's expansions)."""
+            chunk = [heapq.heappop(heap)[2] for _ in range(min(batch, len(heap)))]
+            new: list[Spec] = []
+            if load is not None:
+                todo = list(dict.fromkeys(s.without_limits for s in chunk if s.without_limits not in classes))
+                if todo:
+                    got = load(todo)
+                    classes.update(got)
+                    self.stats.from_table += len(got)
+                    new = [c for c in todo if c not in got]
+            return chunk, new, self.engine.start_expand(chunk)
+
+        pending = None
         try:
-            while heap:
+            while heap or pending:
                 interrupt.check()
-                chunk = [heapq.heappop(heap)[2] for _ in range(min(batch, len(heap)))]
-                new: list[Spec] = []
-                if load is not None:
-                    todo = list(dict.fromkeys(s.without_limits for s in chunk if s.without_limits not in classes))
-                    if todo:
-                        got = load(todo)
-                        classes.update(got)
-                        self.stats.from_table += len(got)
-                        new = [c for c in todo if c not in got]
+                chunk, new, expansions = pending or start()
+                pending = None
                 ready: list[Spec] = []
-                for s, exps in zip(chunk, self.engine.expand_many(chunk)):
+                for s, exps in zip(chunk, expansions()):
                     need = 0
                     for c in dict.fromkeys(c for e in exps for c in e.children):
                         if c not in seen:
@@ -234,6 +244,10 @@ class Search:
                         if not waiting[q]:
                             del waiting[q]
                             ready.append(q)
+                if heap and done:
+                    # The workers ground the next batch (whose specs are all known now)
+                    # while this process solves the finished ones, which need no clingo.
+                    pending = start()
                 for s in done:  # children before parents
                     self.solve(s)
                 self.memo.flush()

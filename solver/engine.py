@@ -9,6 +9,7 @@ Expansions are cached by spec.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,16 +116,28 @@ class Engine:
         self._count(nspecs, time.perf_counter() - t0)
         return parsed
 
-    def _run_split(self, chunks: list[list[str]], sizes: list[int]):
-        """Ground several chunks of facts side by side in worker processes; yields
-        (chunk index, parsed answer) as each finishes."""
+    def _submit(self, chunks: list[list[str]], sizes: list[int]):
+        """Send each chunk of facts to a worker process now; a function that yields
+        (chunk index, parsed answer) as each call finishes. Clingo's share of the time
+        counts from the calls' start to their ends, not the waits for them."""
         t0 = time.perf_counter()
-        futs = {clingo_run.submit(self._files, self._text(f), sizes[i]): i for i, f in enumerate(chunks)}
-        for fut in as_completed(futs):
-            parsed = self._check(*fut.result())
-            self._count(sizes[futs[fut]], time.perf_counter() - t0)
-            yield futs[fut], parsed
-            t0 = time.perf_counter()
+        ended: dict = {}
+        futs = {}
+        for i, f in enumerate(chunks):
+            fut = clingo_run.submit(self._files, self._text(f), sizes[i])
+            fut.add_done_callback(lambda done: ended.setdefault(done, time.perf_counter()))
+            futs[fut] = i
+
+        def results():
+            last = t0
+            for fut in as_completed(futs):
+                parsed = self._check(*fut.result())
+                end = ended.get(fut, last)
+                self._count(sizes[futs[fut]], max(end - last, 0.0))
+                last = max(last, end)
+                yield futs[fut], parsed
+
+        return results
 
     def _text(self, facts: list[str]) -> str:
         return "\n".join(self._catalog_facts + facts) + "\n"
@@ -177,12 +190,19 @@ class Engine:
         """Expansions of each spec under its own memory limits. The rules see specs
         without limits (a spec class); the class answer is cached and applied to each
         limit vector here."""
-        out = []
+        return self.start_expand(specs)()
+
+    def start_expand(self, specs: list[Spec]) -> Callable[[], list[list[Expansion]]]:
+        """`expand_many` in two halves: the clingo calls for the classes not known yet
+        start now, and the function returned waits for them and gives the expansions.
+        The search solves one batch's finished specs while the workers ground the next."""
         todo: dict[Spec, None] = {}
         for s in specs:
             if s not in self._cache and s.without_limits not in self._class_cache:
                 todo[s.without_limits] = None
         self.stats.cache_hits += len(specs) - len(todo)
+        parts: list[list[Spec]] = []
+        results = None
         if todo:
             classes = list(todo)
             n = clingo_run.jobs() if len(classes) >= 2 * SPLIT_MIN else 1
@@ -193,20 +213,22 @@ class Engine:
                 for i, c in enumerate(part):
                     facts += spec_facts(i, c, self.target, self.ids)
                 chunks.append(facts)
-            answers = (
-                self._run_split(chunks, [len(p) for p in parts])
-                if n > 1
-                else [(0, self._run(chunks[0], len(parts[0])))]
-            )
-            for j, parsed in answers:
-                for c, (exps, _) in zip(parts[j], self._decode(parts[j], parsed)):
-                    self._class_cache[c] = exps
-        for s in specs:
-            exps = self._cache.get(s)
-            if exps is None:
-                exps = self._cache[s] = self._apply_limits(s, self._class_cache[s.without_limits])
-            out.append(exps)
-        return out
+            results = self._submit(chunks, [len(p) for p in parts])
+
+        def finish() -> list[list[Expansion]]:
+            if results is not None:
+                for j, parsed in results():
+                    for c, (exps, _) in zip(parts[j], self._decode(parts[j], parsed)):
+                        self._class_cache[c] = exps
+            out = []
+            for s in specs:
+                exps = self._cache.get(s)
+                if exps is None:
+                    exps = self._cache[s] = self._apply_limits(s, self._class_cache[s.without_limits])
+                out.append(exps)
+            return out
+
+        return finish
 
     def _apply_limits(self, spec: Spec, exps: list[Expansion]) -> list[Expansion]:
         """Drop rewrites whose allocation does not fit; give children the limits left,
