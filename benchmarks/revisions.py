@@ -1,0 +1,127 @@
+"""Cold-search speed of this checkout against an earlier revision, interleaved: each
+round synthesizes every size from an empty memo once with each revision, in separate
+processes one after the other, so a change in the machine's load falls on both.
+
+    python benchmarks/revisions.py --base REV [--sizes 8 16] [--rounds 3] [--plot out.png]
+
+The base revision is exported (`git archive`) and installed without its dependencies
+into a throwaway virtual environment that borrows this one's (clingo, z3, numpy, ...).
+Both synthesize with the same number of clingo workers and print the program's cost,
+which must agree: a revision that changes the result is not a speed-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+ONE = """
+import json, sys, time
+from morello_asp import parse_spec
+from morello_asp.solver.dp import Search
+from morello_asp.solver.engine import Engine
+from morello_asp.solver.memo import DictMemo
+n = int(sys.argv[1])
+engine = Engine("avx2")
+search = Search(engine, DictMemo())
+t0 = time.perf_counter()
+imp = search.build(parse_spec(f"Matmul({n}x{n}x{n}, f32)"))
+wall = time.perf_counter() - t0
+where = __import__("morello_asp").__file__
+print(json.dumps({"where": where, "wall": wall, "cost": imp.cost.main, "solved": search.stats.solved}))
+"""
+
+
+def base_python(rev: str, work: Path) -> Path:
+    """A python that imports morello_asp as it was at `rev`."""
+    src = work / "src"
+    src.mkdir()
+    tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(src)], input=tar, check=True)
+    venv = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    site = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--no-deps", str(src)],
+        check=True,
+    )
+    # then this environment's packages, after the base revision's own install (whose
+    # package the path finder meets before this checkout's editable one)
+    Path(site, "borrowed.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+    return py
+
+
+def run(py: Path | str, n: int) -> dict:
+    r = subprocess.run([str(py), "-c", ONE, str(n)], capture_output=True, text=True, cwd=tempfile.gettempdir())
+    if r.returncode != 0:
+        raise SystemExit(f"{py}: Matmul {n}^3 failed: {r.stderr.strip().splitlines()[-1:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--base", required=True, help="the git revision to compare with, e.g. HEAD~3")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[8, 16])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--plot", help="write a chart of the median wall time per size")
+    args = ap.parse_args(argv)
+    rev = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", args.base], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = base_python(args.base, Path(tmp))
+        pythons = {f"base {rev}": base, f"this checkout ({head}, + uncommitted)": Path(sys.executable)}
+        got: dict[tuple[str, int], list[dict]] = {}
+        for r in range(args.rounds):
+            for n in args.sizes:
+                for name, py in pythons.items():
+                    got.setdefault((name, n), []).append(run(py, n))
+                    last = got[name, n][-1]
+                    print(f"round {r + 1}, {n}^3, {name}: {last['wall']:.1f} s ({last['where']})", file=sys.stderr)
+    names = list(pythons)
+    print(f"cold Matmul n^3 f32 from an empty memo, {args.rounds} interleaved rounds")
+    print("| n | " + " | ".join(f"{k}: wall s (median)" for k in names) + " | speed-up (paired median) | cost |")
+    print("|---|" + "---|" * (len(names) + 2))
+    medians: dict[str, list[float]] = {k: [] for k in names}
+    for n in args.sizes:
+        a, b = got[names[0], n], got[names[1], n]
+        if {x["cost"] for x in a + b} != {a[0]["cost"]}:
+            raise SystemExit(f"{n}^3: the revisions find different costs: {a[0]['cost']} and {b[0]['cost']}")
+        for k in names:
+            medians[k].append(statistics.median(x["wall"] for x in got[k, n]))
+        paired = statistics.median(x["wall"] / y["wall"] for x, y in zip(a, b))
+        cells = " | ".join(f"{medians[k][-1]:.1f}" for k in names)
+        print(f"| {n} | {cells} | {paired:.2f}x | {a[0]['cost']:,} |")
+    if args.plot:
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for k in names:
+            ax.plot(args.sizes, medians[k], marker="o", label=k)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("n (Matmul n^3 f32)")
+        ax.set_ylabel("cold search wall s")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(args.plot)
+
+
+if __name__ == "__main__":
+    main()
