@@ -80,7 +80,7 @@ def synthesize(
     try:
         return search.build(spec) if partial is None else search.complete(partial)
     finally:
-        search.memo.flush()
+        _done_with(search, db)
         if search.progress:
             search.progress.done()
 
@@ -92,4 +92,14 @@ def synthesize_all(impl: Impl, db: Any = DEFAULT_TABLE, rules=(), progress: Prog
     try:
         return search.complete(impl)
     finally:
-        search.memo.flush()
+        _done_with(search, db)
+
+
+def _done_with(search: Search, db: Any) -> None:
+    """Commit the search's table, and close it if it was opened here from a path (a
+    table object the caller passed stays theirs): an open connection per call would
+    hold every table's rows in memory until the process exits."""
+    memo = search.memo
+    memo.flush()
+    if not (hasattr(db, "get") and hasattr(db, "put")) and hasattr(memo, "close"):
+        memo.close()

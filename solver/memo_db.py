@@ -15,6 +15,7 @@ import os
 import re
 import sqlite3
 import time
+import weakref
 import zlib
 from fractions import Fraction
 from pathlib import Path
@@ -116,6 +117,32 @@ def _declared_size(head: bytes) -> int:
     return page * pages
 
 
+# Connections this process has open, per table file. Reading a file's header opens and
+# closes a descriptor of it, and closing any descriptor of a file drops every POSIX lock
+# the process holds on it, SQLite's included: a second connection's header check would
+# strip the first one's locks, and another process, seeing none, could checkpoint and
+# delete the write-ahead log under it (seen: a suite run lost its table while `synth` read
+# it). A file with a connection open here was checked when that one opened.
+class _Connection(sqlite3.Connection):
+    file: tuple[int, int] | None = None
+
+    def close(self) -> None:
+        super().close()
+        if self.file is not None:
+            _OPEN.get(self.file, weakref.WeakSet()).discard(self)
+
+
+_OPEN: dict[tuple[int, int], weakref.WeakSet] = {}
+
+
+def _file_id(p: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(p)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def connect(path, create: bool = False) -> sqlite3.Connection:
     """A connection to the memo table file `path`, refusing anything that is not one
     before writing a byte: a directory, a file that is not SQLite (garbage, truncated
@@ -129,7 +156,7 @@ def connect(path, create: bool = False) -> sqlite3.Connection:
             raise MemoError(f"no memo table at {p}")
         if not p.parent.is_dir():
             raise MemoError(f"cannot create memo table {p}: directory {p.parent} does not exist")
-    else:
+    elif not _OPEN.get(_file_id(p) or (0, 0)):
         try:
             with open(p, "rb") as f:
                 head = f.read(100)
@@ -144,8 +171,11 @@ def connect(path, create: bool = False) -> sqlite3.Connection:
                 "move it away to start a new table"
             )
     try:
-        con = sqlite3.connect(str(p), timeout=60, isolation_level=None)
+        con = sqlite3.connect(str(p), timeout=60, isolation_level=None, factory=_Connection)
         con.execute("PRAGMA busy_timeout=60000")
+        con.file = _file_id(p)  # the file exists now
+        if con.file is not None:
+            _OPEN.setdefault(con.file, weakref.WeakSet()).add(con)
         names = _tables(con)
     except sqlite3.DatabaseError as e:
         raise _damaged(p, e) from None
@@ -476,6 +506,7 @@ class SqliteMemo(RectMemo):
             self.con.close()
         except sqlite3.ProgrammingError:
             pass  # already closed
+        atexit.unregister(self.close)  # nothing left to do at exit: let the table be freed
 
 
 def default_table(engine) -> Path | None:

@@ -118,3 +118,31 @@ def test_a_running_search_sees_rows_another_writer_committed(tmp_path):
     assert err <= tol
     a.close()
     b.close()
+
+
+def test_a_second_connection_leaves_the_first_ones_locks(tmp_path):
+    """Opening a table twice in one process must not drop the first connection's locks
+    (closing any descriptor of a file drops the process's POSIX locks on it): another
+    process, seeing none, would checkpoint and delete the write-ahead log under the
+    first connection, and what it wrote next would be lost."""
+    from morello_asp.solver.memo_db import connect
+
+    p = tmp_path / "t.db"
+    first = connect(p, create=True)
+    first.execute("PRAGMA journal_mode=WAL")
+    first.execute("CREATE TABLE meta(k TEXT PRIMARY KEY, v TEXT)")
+    first.execute("CREATE TABLE decisions(seq INTEGER PRIMARY KEY, key TEXT, lo TEXT, hi TEXT, value TEXT)")
+    first.execute("INSERT INTO meta VALUES ('a', '1')")
+    second = connect(p)  # reads the file's header
+    count = (
+        f"import sqlite3; c = sqlite3.connect({str(p)!r}); "
+        "print(c.execute('SELECT count(*) FROM meta').fetchone()[0]); c.close()"
+    )
+    other = subprocess.run([sys.executable, "-c", count], capture_output=True, text=True, check=True)
+    assert other.stdout.strip() == "1"
+    assert (tmp_path / "t.db-wal").exists()  # the other process did not take it for the last
+    first.execute("INSERT INTO meta VALUES ('b', '2')")
+    first.close()
+    second.close()
+    later = subprocess.run([sys.executable, "-c", count], capture_output=True, text=True, check=True)
+    assert later.stdout.strip() == "2"
