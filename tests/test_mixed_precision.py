@@ -284,3 +284,13 @@ def test_matvec_schedules_serial_and_parallel_small():
     per_thread = -(-par.trips // tgt.threads)
     body = compute_cost(par.body).main
     assert compute_cost(par).main == per_thread * body + tgt.parallel_setup + tgt.parallel_per_iter * per_thread
+
+
+def test_matvec_benchmark_int8_program_at_its_size():
+    """The benchmark's u8 x i8 -> i16 program at the size it times (256^3): its k-pair
+    columns of W are 512 B apart, so it caches them in L1 in k blocks of 128, which the
+    aliasing rules admit (all 256 rows at once would not be)."""
+    imp = _matvec_bench().int8_program(256)
+    assert verify(imp).ok
+    err, tol = imp.compile().check()
+    assert err <= tol
