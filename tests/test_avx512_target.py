@@ -120,3 +120,18 @@ def test_tails_are_masked(text):
     tail = text.split("x")[-1].split(",")[0]
     c = imp.to_c()
     assert f"(1u << {int(tail) % 16}) - 1u" in c and "_mm512_mask_storeu_" in c
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc on PATH")
+def test_matmul_benchmark_names_a_size_the_hand_schedule_cannot_build():
+    """At 1024^3 avx512's 14-row C block has rows 4 KB apart, more than L1's 8 ways: the
+    rules refuse to keep it in L1 as it is, and the benchmark says so in one line."""
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "matmul.py"
+    cmd = [sys.executable, str(script), "--target", "avx512", "--sizes", "1024"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    (line,) = [ln for ln in r.stdout.splitlines() if "no hand schedule" in ln]
+    assert line.startswith("avx512: no hand schedule for N = 1024: move_param(2, L1")
