@@ -1,6 +1,7 @@
 """Reading clingo's answers: `solver/answer.py` (string methods) against the reader it
-replaced (one regular-expression scan per predicate, kept here as the baseline), on the
-answers of a real cold search, in interleaved rounds in one process.
+replaced (one regular-expression scan per predicate, kept here as the baseline; both
+group what they found with `answer.group`), on the answers of a real cold search, in
+interleaved rounds in one process.
 
     python benchmarks/answer_read.py [--size 16] [--rounds 5] [--plot read.png]
 
@@ -22,59 +23,25 @@ _NEST = r"[^()]*"
 for _ in range(2):
     _NEST = r"(?:[^()]|\(" + _NEST + r"\))*"
 _ATOM = r"(\w+(?:\(" + _NEST + r"\))?)"
+# keyed as solver/answer.py's scan() keys its rows
 RE = {
     "action": re.compile(r"\baction\((\d+)," + _ATOM + r"\)"),
     "bad": re.compile(r"\bbad\((\d+)," + _ATOM + r',"((?:[^"\\]|\\.)*)"\)'),
-    "kind": re.compile(r"\bchild_kind\((\d+)," + _ATOM + r",(\d+),(\w+)\)"),
-    "dim": re.compile(r"\bchild_dim\((\d+)," + _ATOM + r",(\d+),(\d+),(\d+)\)"),
-    "op": re.compile(r"\bchild_operand\((\d+)," + _ATOM + r",(\d+),(\d+),(\w+),(\w+),(\d+),(\d+),(\d+),(\d+)\)"),
-    "stride": re.compile(r"\bchild_stride\((\d+)," + _ATOM + r",(\d+),(\d+),(\d+)\)"),
-    "serial": re.compile(r"\bchild_serial\((\d+)," + _ATOM + r",(\d+)\)"),
+    "child_kind": re.compile(r"\bchild_kind\((\d+)," + _ATOM + r",(\d+),(\w+)\)"),
+    "child_dim": re.compile(r"\bchild_dim\((\d+)," + _ATOM + r",(\d+),(\d+),(\d+)\)"),
+    "child_operand": re.compile(
+        r"\bchild_operand\((\d+)," + _ATOM + r",(\d+),(\d+),(\w+),(\w+),(\d+),(\d+),(\d+),(\d+)\)"
+    ),
+    "child_stride": re.compile(r"\bchild_stride\((\d+)," + _ATOM + r",(\d+),(\d+),(\d+)\)"),
+    "child_serial": re.compile(r"\bchild_serial\((\d+)," + _ATOM + r",(\d+)\)"),
     "alloc": re.compile(r"\balloc\((\d+)," + _ATOM + r",(\w+),(\d+)\)"),
-    "kcost": re.compile(r"\bkernel_cost\((\d+),(\w+),(-?\d+)\)"),
+    "kernel_cost": re.compile(r"\bkernel_cost\((\d+),(\w+),(-?\d+)\)"),
 }
 
 
 def regex_parse(text: str, n: int) -> list:
-    acts: list[dict] = [dict() for _ in range(n)]
-    bads: list[dict] = [dict() for _ in range(n)]
-    kcost: list[dict] = [dict() for _ in range(n)]
-    allocs: list[dict] = [dict() for _ in range(n)]
-    for sid, a in RE["action"].findall(text):
-        acts[int(sid)][a] = {}
-    for sid, a, why in RE["bad"].findall(text):
-        bads[int(sid)].setdefault(a, []).append(why)
-    for sid, k, c in RE["kcost"].findall(text):
-        kcost[int(sid)][k] = int(c)
-    for sid, a, lv, u in RE["alloc"].findall(text):
-        allocs[int(sid)][a] = (lv, int(u))
-
-    def child(sid, a, i):
-        d = acts[int(sid)].get(a)
-        if d is None:
-            return None
-        return d.setdefault(i, [None, {}, {}, False])
-
-    for sid, a, i, k in RE["kind"].findall(text):
-        if (c := child(sid, a, int(i))) is not None:
-            c[0] = k
-    for sid, a, i, d, x in RE["dim"].findall(text):
-        if (c := child(sid, a, int(i))) is not None:
-            c[1][int(d)] = int(x)
-    for sid, a, i, op, *rest in RE["op"].findall(text):
-        if (c := child(sid, a, int(i))) is not None:
-            c[2][int(op)] = tuple(rest) + ("",)
-    for sid, a, i, op, st in RE["stride"].findall(text):
-        if (c := child(sid, a, int(i))) is not None and int(op) in c[2]:
-            c[2][int(op)] = c[2][int(op)][:-1] + (st,)
-    for sid, a, i in RE["serial"].findall(text):
-        if (c := child(sid, a, int(i))) is not None:
-            c[3] = True
-    for per in acts:
-        for kids in per.values():
-            for i, (k, dims, ops, serial) in kids.items():
-                kids[i] = (k, tuple(dims[d] for d in sorted(dims)), tuple(ops[o] for o in sorted(ops)), serial)
-    return list(zip(acts, bads, kcost, allocs))
+    """One scan of the whole text per predicate, then the same grouping as answer.parse."""
+    return answer.group({name: r.findall(text) for name, r in RE.items()}, n)
 
 
 # ------------------------------------------------------------------- the run

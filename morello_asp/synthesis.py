@@ -101,5 +101,5 @@ def _done_with(search: Search, db: Any) -> None:
     hold every table's rows in memory until the process exits."""
     memo = search.memo
     memo.flush()
-    if not (hasattr(db, "get") and hasattr(db, "put")) and hasattr(memo, "close"):
+    if memo is not db and hasattr(memo, "close"):  # open_db returns a caller's table as is
         memo.close()

@@ -66,12 +66,12 @@ def parse(text: str, n: int) -> list[tuple[dict, dict, dict, dict]]:
     """Per spec id 0..n-1: (actions: action text -> {child index: ChildKey},
     reasons: action text -> [why], kernel costs: kernel -> cost,
     allocations: action text -> (level name, units))."""
-    acts: list[dict[str, dict]] = [dict() for _ in range(n)]
-    bads: list[dict[str, list[str]]] = [dict() for _ in range(n)]
-    kcost: list[dict[str, int]] = [dict() for _ in range(n)]
-    allocs: list[dict[str, tuple[str, int]]] = [dict() for _ in range(n)]
-    by_name: dict[str, list[list[str]]] = {k: [] for k in _AFTER_ACTION}
-    bad: list[tuple[str, str, str]] = []
+    return group(scan(text), n)
+
+
+def scan(text: str) -> dict[str, list]:
+    """The arguments of each atom read here, as text, per predicate name."""
+    rows: dict[str, list] = {k: [] for k in (*_AFTER_ACTION, "bad", "kernel_cost")}
     for atom in _atoms(text):
         p = atom.find("(")
         if p < 0 or atom[-1] != ")":
@@ -80,19 +80,29 @@ def parse(text: str, n: int) -> list[tuple[dict, dict, dict, dict]]:
         k = _AFTER_ACTION.get(name)
         if k is not None:
             sid, _, rest = atom[p + 1 : -1].partition(",")
-            by_name[name].append([sid, *rest.rsplit(",", k)] if k else [sid, rest])
+            rows[name].append([sid, *rest.rsplit(",", k)] if k else [sid, rest])
         elif name == "bad":
             sid, _, rest = atom[p + 1 : -1].partition(",")
             q = rest.index(',"')
-            bad.append((sid, rest[:q], rest[q + 2 : -1]))
+            rows[name].append((sid, rest[:q], rest[q + 2 : -1]))
         elif name == "kernel_cost":
-            sid, kern, c = atom[p + 1 : -1].split(",")
-            kcost[int(sid)][kern] = int(c)
-    for sid, a in by_name["action"]:
+            rows[name].append(atom[p + 1 : -1].split(","))
+    return rows
+
+
+def group(rows: dict[str, list], n: int) -> list[tuple[dict, dict, dict, dict]]:
+    """`parse`'s result from `scan`'s rows."""
+    acts: list[dict[str, dict]] = [dict() for _ in range(n)]
+    bads: list[dict[str, list[str]]] = [dict() for _ in range(n)]
+    kcost: list[dict[str, int]] = [dict() for _ in range(n)]
+    allocs: list[dict[str, tuple[str, int]]] = [dict() for _ in range(n)]
+    for sid, a in rows["action"]:
         acts[int(sid)][a] = {}
-    for sid, a, why in bad:
+    for sid, a, why in rows["bad"]:
         bads[int(sid)].setdefault(a, []).append(why)
-    for sid, a, lv, u in by_name["alloc"]:
+    for sid, kern, c in rows["kernel_cost"]:
+        kcost[int(sid)][kern] = int(c)
+    for sid, a, lv, u in rows["alloc"]:
         allocs[int(sid)][a] = (lv, int(u))
 
     def child(sid, a, i):
@@ -104,23 +114,23 @@ def parse(text: str, n: int) -> list[tuple[dict, dict, dict, dict]]:
             c = d[i] = [None, {}, {}, False]
         return c
 
-    for sid, a, i, kind in by_name["child_kind"]:
+    for sid, a, i, kind in rows["child_kind"]:
         c = child(sid, a, int(i))
         if c is not None:
             c[0] = kind
-    for sid, a, i, d, x in by_name["child_dim"]:
+    for sid, a, i, d, x in rows["child_dim"]:
         c = child(sid, a, int(i))
         if c is not None:
             c[1][int(d)] = int(x)
-    for sid, a, i, op, *rest in by_name["child_operand"]:
+    for sid, a, i, op, *rest in rows["child_operand"]:
         c = child(sid, a, int(i))
         if c is not None:
             c[2][int(op)] = tuple(rest) + ("",)
-    for sid, a, i, op, st in by_name["child_stride"]:
+    for sid, a, i, op, st in rows["child_stride"]:
         c = child(sid, a, int(i))
         if c is not None and int(op) in c[2]:
             c[2][int(op)] = c[2][int(op)][:-1] + (st,)
-    for sid, a, i in by_name["child_serial"]:
+    for sid, a, i in rows["child_serial"]:
         c = child(sid, a, int(i))
         if c is not None:
             c[3] = True
