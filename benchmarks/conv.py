@@ -13,7 +13,13 @@ Tensors are channels-last (image and output [0, 2, 3, 1], filters [2, 3, 1, 0]) 
 three. Ratios of medians over rounds measured back to back are what to read: the machine
 is shared.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/conv.py [--suite resnet|small] [--plot conv.png]
+The baselines use the same vector ISA as the target: for avx2 (the default) on a CPU with
+AVX-512, OpenBLAS, oneDNN and MKL (torch's 1x1 convolutions are MKL matmuls) are held to
+AVX2 (OPENBLAS_CORETYPE=Haswell, ONEDNN_MAX_CPU_ISA=AVX2, MKL_ENABLE_INSTRUCTIONS=AVX2,
+unless set already); `--target avx512` leaves them free. The table names the ISA.
+
+    python benchmarks/conv.py [--suite resnet|small] [--only SHAPE ...] [--target avx512]
+                              [--mode guided] [--plot conv.png]
 """
 
 from __future__ import annotations
@@ -30,6 +36,23 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def _target_arg(argv: list[str]) -> str:
+    """--target's value, read before numpy and torch are imported (they read the ISA
+    variables when they load)."""
+    for i, a in enumerate(argv):
+        if a == "--target" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--target="):
+            return a.split("=", 1)[1]
+    return "avx2"
+
+
+BASELINE_ISA = {"OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+if _target_arg(sys.argv[1:]) == "avx2":
+    for _k, _v in BASELINE_ISA.items():
+        os.environ.setdefault(_k, _v)
 
 import numpy as np  # noqa: E402
 
@@ -84,9 +107,9 @@ class Row:
     vs_torch: float | None
 
 
-def build(layer: Layer, db):
+def build(layer: Layer, db, target: str = "avx2"):
     t0 = time.perf_counter()
-    spec = parse_spec(layer.spec_text)
+    spec = parse_spec(layer.spec_text, target)
     if layer.mode == "synthesized":
         return synthesize(spec, db=db), 0, time.perf_counter() - t0
     partial = guided(spec, "conv")
@@ -140,11 +163,11 @@ def time_layer(fn, layer: Layer, rounds: int):
     return med(ours), med(ref), (med(tor) if tor else None), med(r1), (med(r2) if r2 else None)
 
 
-def run(layers, db, rounds, log=print) -> list[Row]:
+def run(layers, db, rounds, log=print, target: str = "avx2") -> list[Row]:
     rows = []
     for layer in layers:
         log(f"[{layer.shape}] {layer.mode} ...")
-        imp, hand, secs = build(layer, db)
+        imp, hand, secs = build(layer, db, target)
         fn = imp.compile()
         err, tol = fn.check(seed=1)
         if not err <= tol:
@@ -166,8 +189,16 @@ def cpu_name() -> str:
     return "unknown CPU"
 
 
-def print_table(rows: list[Row]) -> None:
-    print(f"f32 convolution, batch 1, one thread, channels-last; {cpu_name()}; load {os.getloadavg()[0]:.1f}")
+def baseline_isa() -> str:
+    held = [f"{k}={os.environ[k]}" for k in BASELINE_ISA if k in os.environ]
+    return "baselines held to " + ", ".join(held) if held else "baselines use every ISA the CPU has"
+
+
+def print_table(rows: list[Row], target: str = "avx2") -> None:
+    print(
+        f"f32 convolution, batch 1, one thread, channels-last, target {target}; {cpu_name()}; "
+        f"{baseline_isa()}; load {os.getloadavg()[0]:.1f}"
+    )
     print(
         f"{'b f c h w fh fw':>22} {'program':>12} {'by hand':>7} {'synth s':>8} {'GFLOP/s':>8} "
         f"{'im2col':>7} {'torch':>7} {'/im2col':>8} {'/torch':>7}"
@@ -214,9 +245,26 @@ def main(argv=None) -> int:
     p.add_argument("--db", default=str(DEFAULT_DB), help="memo table shared by the layers (default: %(default)s)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--plot", help="write a bar chart to this file")
+    p.add_argument("--target", default="avx2", help="target to synthesize for (default: %(default)s)")
+    p.add_argument(
+        "--only", nargs="+", metavar="SHAPE", help="only these layers of the suite, e.g. 1x256x256x14x14x3x3"
+    )
+    p.add_argument(
+        "--mode", choices=("guided", "synthesized"), help="build every layer this way (default: as the suite says)"
+    )
     args = p.parse_args(argv)
-    rows = run(SUITES[args.suite], args.db, args.rounds, log=lambda m: print(m, file=sys.stderr, flush=True))
-    print_table(rows)
+    layers = SUITES[args.suite]
+    if args.mode:
+        layers = [Layer(x.shape, args.mode) for x in layers]
+    if args.only:
+        unknown = sorted(set(args.only) - {x.shape for x in layers})
+        if unknown:
+            print(f"conv.py: error: not in suite {args.suite}: {', '.join(unknown)}", file=sys.stderr)
+            return 2
+        layers = [x for x in layers if x.shape in args.only]
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    rows = run(layers, args.db, args.rounds, log=log, target=args.target)
+    print_table(rows, args.target)
     if args.plot:
         plot(rows, args.plot)
     return 0

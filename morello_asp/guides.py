@@ -87,10 +87,11 @@ CHANNELS_LAST = ("[0, 2, 3, 1]", "[2, 3, 1, 0]", "[0, 2, 3, 1]")  # image NHWC, 
 
 
 def conv(spec: Spec) -> Impl:
-    """A channels-last f32 Conv of batch 1: `to_accum`, then loops over blocks of nr
-    output channels, output rows and mr output pixels (the target's register block: 16
-    and 6 on avx2), and `spatial_split` on each block (boundary blocks included). Left
-    open: zeroing the output and, at each filter position, a MatmulAccum(1 x mr x c x nr)
+    """A channels-last f32 Conv of batch 1: the filters packed into blocks of nr output
+    channels (when there are several), then loops over blocks of nr output channels,
+    output rows and up to mr output pixels (the target's register block: 16 and 6 on
+    avx2), each block `to_accum` and `spatial_split` (boundary blocks included). Left
+    open: zeroing each block and, at each filter position, a MatmulAccum(1 x mr x c x nr)
     over views of the image, filters and output (the register block, its loads and
     kernels, found by the synthesizer)."""
     problems = []
@@ -107,26 +108,84 @@ def conv(spec: Spec) -> Impl:
         problems.append(f"f32 operands (the register blocks are sized for {lanes}-wide f32 vectors)")
     if problems:
         raise ScheduleError(f"guide 'conv' does not apply to {spec}: it needs " + "; ".join(dict.fromkeys(problems)))
-    imp = spec.to_accum()
-    for path, hole in imp.holes():  # the ConvAccum
-        if hole.spec.kind == "ConvAccum":
+    nr = register_block(spec.target, "f32").cols
+    imp: Impl = SpecHole(spec)
+    f = spec.shape[1]
+    if f > nr and f % nr == 0:
+        # Filters packed into nr-wide blocks of output channels, [f/nr, fh, fw, c, nr]:
+        # a block's (c, nr) planes are contiguous, so its filter rows stream from the
+        # cache in order instead of lying f values apart (rows 1-2 KB apart alias in L1).
+        imp = spec.move_param(1, spec.target.memory_level.name, filter_pack(nr))
+        for path, hole in imp.holes():
+            if hole.spec.kind == "Move":
+                imp = imp.subschedule(path, _pack_filters(nr))
+    for path, hole in imp.holes():  # the Conv
+        if hole.spec.kind == "Conv":
             imp = imp.subschedule(path, _conv_blocks)
     return imp
 
 
+def filter_pack(nr: int) -> str:
+    """Channels-last filters (f, c, fh, fw) with the output channels blocked by nr."""
+    return f"[0, 2, 3, 1, 0 p({nr})]"
+
+
+def _pack_filters(nr: int):
+    """The copy into filter_pack(nr): loops over fh, fw and c, then the blocks of nr
+    output channels, each nr values read and written in a row (the search, which costs
+    every scalar copy alike, may order these loops so that the reads are strided)."""
+
+    def pack(mv: Impl) -> Impl:
+        shape = list(mv.spec.shape)  # f, c, fh, fw
+        for d in (2, 3, 1):
+            if shape[d] > 1:
+                shape[d] = 1
+                mv = mv.tile(shape)
+        if shape[0] > nr:
+            shape[0] = nr
+            mv = mv.tile(shape)
+        cache = mv.spec.target.cache_levels[0].name
+        mv = mv.move_param(0, cache).move_param(1, cache, filter_pack(nr))
+        return mv.tile([1, 1, 1, 1]).select("ValueAssign")
+
+    return pack
+
+
 def _conv_blocks(a: Impl) -> Impl:
-    """Blocks of nr channels x 1 row x mr pixels (avx2: 16 and 6), split by filter
-    position; a boundary region (the pixels or channels they leave over, over all rows)
-    is blocked again."""
+    """Blocks of nr channels x 1 row x mr pixels (avx2: 16 and 6 or fewer, pixel_block),
+    each zeroed (`to_accum`: the block's output is in L1 when it is accumulated, where
+    zeroing the whole output first would write and re-read it from memory) and split by
+    filter position; a boundary region (the pixels or channels they leave over, over all
+    rows) is blocked again."""
     _b, f, c, h, w, fh, fw = a.spec.shape
     blk = register_block(a.spec.target, str(a.spec.operands[2].dtype))
-    tile = [1, min(f, blk.cols), c, 1, min(w, blk.rows), fh, fw]
+    tile = [1, min(f, blk.cols), c, 1, pixel_block(w, blk.rows), fh, fw]
     if tile == list(a.spec.shape):
-        return a.spatial_split()
+        imp = a.to_accum()
+        for path, hole in imp.holes():
+            if hole.spec.kind == "ConvAccum":
+                imp = imp.subschedule(path, lambda acc: acc.spatial_split())
+        return imp
     imp = a.tile(tile)
     for path, _hole in imp.holes():
         imp = imp.subschedule(path, _conv_blocks)
     return imp
+
+
+def pixel_block(w: int, mr: int) -> int:
+    """Pixels per register block for a row of w: the size t <= mr whose blocks (w // t of
+    t, then one of w % t) take the least time, a block of r pixels running at
+    min(r, 4) / 4 of the FMA units' rate (2 r accumulators, and 8 independent FMA chains
+    keep both units busy) and blocks under mr paying 3% per missing row for their extra
+    filter loads. 14 -> 5 (5 + 5 + 4, where 6 leaves a block of 2), 7 -> 4 (4 + 3, not
+    6 + 1), 56 -> 6."""
+    if w <= mr:
+        return w
+
+    def rows(r: int) -> float:
+        return r * (4 / min(r, 4)) * (1 + 0.03 * (mr - r)) if r else 0.0
+
+    return min(range(mr, 0, -1), key=lambda t: (w // t) * rows(t) + rows(w % t))
 
 
 GUIDES: dict[str, Callable[[Spec], Impl]] = {"blis": blis, "conv": conv}

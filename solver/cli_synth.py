@@ -222,7 +222,8 @@ def register(sub):
         p.add_argument("spec", help='a spec, e.g. "Matmul(64x64x64, f32)" or the full paper syntax')
         p.add_argument("--target", default="avx2", help="target name or path to a target .lp file")
         add_rules_option(
-            p, "extra logic file, or an optional rule set of encodings/options/ by name, e.g. l1_ways (repeatable)"
+            p,
+            "extra logic file, or an optional rule set of encodings/options/ by name, e.g. fuse_in_cache (repeatable)",
         )
         g = p.add_mutually_exclusive_group()
         g.add_argument(

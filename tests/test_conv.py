@@ -137,3 +137,31 @@ def test_register_block_recipe_is_in_the_search_space():
     assert best.cost.main <= recipe.cost.main
     check(recipe)
     check(best)
+
+
+def test_spatial_split_over_filters_packed_by_output_channel():
+    """Filters blocked by 16 output channels ([0, 2, 3, 1, 0 p(16)], as the conv guide
+    packs them): a 16-channel block's (c, f) planes are row-major, so spatial_split
+    applies; the whole program (the packing copy included) proved and checked."""
+    from morello_asp.guides import filter_pack
+
+    spec = parse_spec(channels_last("1x32x4x1x3x3x2", "ConvAccum"))
+    with pytest.raises(ScheduleError, match="needs channels-last operands"):
+        spec.move_param(1, "GL", filter_pack(16)).subschedule([1], lambda a: a.spatial_split())
+    imp = spec.move_param(1, "GL", filter_pack(16)).subschedule([1], lambda a: a.tile([1, 16, 4, 1, 3, 3, 2]))
+    imp = imp.subschedule([1, 0], lambda a: a.spatial_split())
+    body = imp.children[1].children[0].children[0].spec
+    assert (body.kind, body.shape) == ("MatmulAccum", (1, 3, 4, 16))
+    full = imp.synthesize_all()
+    rep = verify(full)
+    assert rep.ok, [o for o in rep.obligations if o.status != "proved"][:3]
+    img, filt, out = random_operands(spec, seed=7)
+    want = out + sliding_conv(img, filt)
+    np.testing.assert_allclose(full.compile()(img, filt, out=out.copy()), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("w, t", [(7, 4), (14, 5), (28, 6), (56, 6), (6, 6), (3, 3), (9, 5)])
+def test_pixel_blocks_leave_no_block_of_one_or_two(w, t):
+    from morello_asp.guides import pixel_block
+
+    assert pixel_block(w, 6) == t
