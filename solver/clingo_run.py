@@ -165,9 +165,9 @@ def ground_timeout(nspecs: int) -> float:
 
 
 def _timeout_error(files, nspecs: int, limit: float) -> RuleError:
-    from .logic_files import is_shipped
+    from .logic_files import is_shipped, unsnapshot
 
-    user = [f for f in files if not is_shipped(f)]
+    user = [unsnapshot(f) for f in files if not is_shipped(f)]
     where = (
         f"the rule file{'s' if len(user) > 1 else ''} {', '.join(user)}"
         if user

@@ -28,6 +28,7 @@ from .facts import (
     layout_from_symbol,
     spec_facts,
 )
+from .logic_files import unsnapshot
 
 __all__ = ["Action", "Engine", "Expansion", "get_engine"]
 
@@ -69,7 +70,13 @@ class Engine:
 
         check_logic_files(self.files)
         kinds.load(self.files[len(self.files) - len(rules) :] if rules else ())  # the user's kinds, if any
-        self._files = tuple(str(f) for f in self.files)
+        from .logic_files import snapshot
+        from .memo_db import logic_hash
+
+        # The engine grounds copies taken now (logic_files.snapshot), and its memo tables
+        # are keyed by the hash of what was copied.
+        self._files, self._snapshot = snapshot(self.files)
+        self.logic_hash = logic_hash(self._files)
         self._cache: dict[Spec, list[Expansion]] = {}
         self._class_cache: dict[Spec, list[Expansion]] = {}
         self._limited: dict[tuple[Spec, tuple], Spec] = {}
@@ -85,11 +92,11 @@ class Engine:
         messages: list[str] = []
         ctl = clingo.Control(["--warn=none"], logger=lambda c, m: messages.append(m))
         try:
-            for f in self.files:
+            for f in self._files:
                 ctl.load(str(f))
             ctl.ground([("base", [])])
         except RuntimeError:
-            raise RuleError("clingo cannot load the logic files:\n" + "\n".join(messages)) from None
+            raise RuleError("clingo cannot load the logic files:\n" + unsnapshot("\n".join(messages))) from None
         # Row-major layouts first (ids 0-7 for ranks 1-8): a rewrite that reshapes views
         # (spatial_split) names its children's, and the ids stay put when the catalog grows.
         from morello_asp.layout import Layout
@@ -152,7 +159,7 @@ class Engine:
         if rc not in (10, 30):
             if rc == 20:
                 raise RuleError("the logic files have no answer set (a constraint rejects the input facts)")
-            raise RuleError("clingo failed on the logic files:\n" + errs.strip())
+            raise RuleError("clingo failed on the logic files:\n" + unsnapshot(errs.strip()))
         if errors:
             raise RuleError("the logic files report errors:\n" + "\n".join(errors))
         return parsed

@@ -46,7 +46,7 @@ def is_shipped(f) -> bool:
     from morello_asp.target import ENCODINGS
 
     enc = str(Path(ENCODINGS).resolve())
-    return str(Path(f).resolve()).startswith(enc + os.sep)
+    return unsnapshot(str(Path(f).resolve())).startswith(enc + os.sep)
 
 
 def read_text(f, what: str = "rule file") -> str:
@@ -118,22 +118,88 @@ def _declared_names(text: str) -> set[str]:
 _INCLUDE = re.compile(r'#include\s+"([^"]+)"\s*\.')
 
 
-def _with_includes(files) -> list[str]:
-    """The texts of `files` and of every file they #include."""
-    out, seen, todo = [], set(), [Path(f) for f in files]
-    while todo:
-        f = todo.pop()
+def with_includes(files) -> list[Path]:
+    """`files` and every file they #include, recursively (clingo resolves an include
+    from the including file's directory), each once, in a fixed order: what a set of
+    logic files means, for hashing it."""
+    out: list[Path] = []
+    seen: set[Path] = set()
+
+    def visit(f: Path) -> None:
         key = f.resolve()
         if key in seen:
-            continue
+            return
         seen.add(key)
+        out.append(f)
         try:
             text = f.read_text(errors="replace")
         except OSError:
-            continue
-        out.append(text)
-        todo += [f.parent / m for m in _INCLUDE.findall(_COMMENT.sub("", text))]
+            return
+        for m in _INCLUDE.findall(_COMMENT.sub("", text)):
+            visit(f.parent / m)
+
+    for f in files:
+        visit(Path(f))
     return out
+
+
+def _with_includes(files) -> list[str]:
+    """The texts of `files` and of every file they #include."""
+    out = []
+    for f in with_includes(files):
+        try:
+            out.append(f.read_text(errors="replace"))
+        except OSError:
+            continue
+    return out
+
+
+_SNAPSHOTS: list[str] = []
+
+
+def snapshot(files) -> tuple[tuple[str, ...], str]:
+    """Copies of `files` and of every file they #include, each at its own absolute path
+    under a new private directory (so relative includes resolve as they did), and that
+    directory. An engine grounds the copies: clingo reads its files at every call, and
+    an edit of a rule file during a long search must not mix two sets of rules in one
+    search and one memo table. The directories go when the process exits."""
+    import atexit
+    import shutil
+    import tempfile
+
+    root = tempfile.mkdtemp(prefix="morello-asp-rules-", suffix=f"-{os.getpid()}")
+    if not _SNAPSHOTS:
+        atexit.register(_remove_snapshots)
+    _SNAPSHOTS.append(root)
+
+    def mirror(f) -> Path:
+        return Path(root + str(Path(f).resolve()))
+
+    for f in with_includes(files):
+        dst = mirror(f)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.copyfile(f, dst)
+        except OSError:  # a missing include: clingo reports it, naming it
+            pass
+    return tuple(str(mirror(f)) for f in files), root
+
+
+def _remove_snapshots() -> None:
+    """At exit, the snapshots this process took (a forked child inherits the list)."""
+    import shutil
+
+    for d in _SNAPSHOTS:
+        if d.endswith(f"-{os.getpid()}"):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def unsnapshot(text: str) -> str:
+    """`text` (a path, or a message of clingo's) with snapshots' paths back to the
+    originals the user knows."""
+    for root in _SNAPSHOTS:
+        text = text.replace(root + os.sep, os.sep)
+    return text
 
 
 def engine_files(target, rules) -> list[Path]:

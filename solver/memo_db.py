@@ -35,9 +35,18 @@ _SQLITE_MAGIC = b"SQLite format 3\0"
 
 
 def logic_hash(files) -> str:
+    """The hash of what the logic files say: their texts and those of every file they
+    #include (rules/*.lp and a target's own files are included by synth.lp and the
+    target's entry file), so a table solved under other rules is never reused."""
+    from .logic_files import with_includes
+
     h = hashlib.sha256()
-    for f in files:
-        h.update(Path(f).name.encode() + b"\0" + Path(f).read_bytes() + b"\0")
+    for f in with_includes(files):
+        try:
+            data = f.read_bytes()
+        except OSError:  # a missing include: clingo reports it when it loads the files
+            data = b"\0missing"
+        h.update(f.name.encode() + b"\0" + data + b"\0")
     return h.hexdigest()
 
 
@@ -521,10 +530,10 @@ def default_table(engine) -> Path | None:
             f"MORELLO_ASP_DB={os.environ['MORELLO_ASP_DB']!r}: expected off or on (name a table with --db FILE)"
         )
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", engine.target.name)
-    return user_cache_dir() / f"{name}-{logic_hash(engine.files)[:16]}.db"
+    return user_cache_dir() / f"{name}-{engine.logic_hash[:16]}.db"
 
 
 def open_memo(path: Path, engine, batch: int = 200) -> SqliteMemo:
     """The persistent table for `engine`'s target and logic files."""
     t = engine.target
-    return SqliteMemo(path, t.name, tuple(t.level_names), logic_hash(engine.files), batch, target_obj=t)
+    return SqliteMemo(path, t.name, tuple(t.level_names), engine.logic_hash, batch, target_obj=t)

@@ -300,7 +300,6 @@ class Worker:
 
         from . import clingo_run
         from .engine import get_engine
-        from .memo_db import logic_hash
 
         clingo_run.run_inline(True)  # this process is the worker: clingo runs here
         os.environ.setdefault("MORELLO_ASP_JOBS", "1")
@@ -320,7 +319,7 @@ class Worker:
         self.engine = get_engine(cfg["target"], tuple(rules))
         self.target = self.engine.target
         self.levels = tuple(self.target.level_names)
-        self.hash = logic_hash(self.engine.files)
+        self.hash = self.engine.logic_hash
         self.replica = _replica_class()(self.levels)
 
     def load(self, blob: bytes) -> int:

@@ -146,3 +146,40 @@ def test_a_second_connection_leaves_the_first_ones_locks(tmp_path):
     second.close()
     later = subprocess.run([sys.executable, "-c", count], capture_output=True, text=True, check=True)
     assert later.stdout.strip() == "2"
+
+
+def test_logic_hash_covers_included_files(tmp_path):
+    """A table is keyed by what its rules say: a change in a file that another #includes
+    (as synth.lp includes rules/*.lp) is a change of rules, and the table is not reused."""
+    from morello_asp.solver.logic_files import engine_files, with_includes
+    from morello_asp.solver.memo_db import logic_hash
+
+    (tmp_path / "sub").mkdir()
+    entry, inc = tmp_path / "entry.lp", tmp_path / "sub" / "inc.lp"
+    entry.write_text('#include "sub/inc.lp".\np(1).\n')
+    inc.write_text("q(1).\n")
+    before = logic_hash([entry])
+    inc.write_text("q(2).\n")
+    assert logic_hash([entry]) != before
+    names = {f.name for f in with_includes(engine_files(None, ()))}
+    assert {"aliasing.lp", "tile.lp", "machine.lp", "kernels.lp"} <= names
+
+
+def test_an_engine_grounds_the_rules_as_they_were_when_it_started(tmp_path):
+    """Editing a rule file during a search does not change the search's rules: the
+    engine grounds copies taken when it started, and keys its tables by their hash."""
+    from morello_asp.errors import ScheduleError
+    from morello_asp.solver.engine import Engine
+
+    rule = tmp_path / "no_tiles.lp"
+    rule.write_text("% forbids nothing yet\n")
+    eng = Engine(None, (str(rule),))
+    spec = parse_spec("Matmul(4x4x4, f32)")
+    before = {str(e.action) for e in eng.expand(spec)}
+    rule.write_text("forbid(S, A) :- cand(S, A).\n")  # would leave no rewrite at all
+    eng._class_cache.clear()
+    eng._cache.clear()
+    assert {str(e.action) for e in eng.expand(spec)} == before
+    assert Engine(None, (str(rule),)).logic_hash != eng.logic_hash
+    with pytest.raises(ScheduleError):
+        Engine(None, (str(rule),)).request(spec, eng.expand(spec)[0].action)
