@@ -132,8 +132,8 @@ def filter_pack(nr: int) -> str:
 
 def _pack_filters(nr: int):
     """The copy into filter_pack(nr): loops over fh, fw and c, then the blocks of nr
-    output channels, each nr values read and written in a row (the search, which costs
-    every scalar copy alike, may order these loops so that the reads are strided)."""
+    output channels, each a VectorCopy of nr values (the search, which costs every
+    order of these loops alike, may order them so that the reads are strided)."""
 
     def pack(mv: Impl) -> Impl:
         shape = list(mv.spec.shape)  # f, c, fh, fw
@@ -146,7 +146,7 @@ def _pack_filters(nr: int):
             mv = mv.tile(shape)
         cache = mv.spec.target.cache_levels[0].name
         mv = mv.move_param(0, cache).move_param(1, cache, filter_pack(nr))
-        return mv.tile([1, 1, 1, 1]).select("ValueAssign")
+        return mv.select("VectorCopy")
 
     return pack
 

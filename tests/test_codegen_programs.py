@@ -182,3 +182,22 @@ def test_packed_operand_passed_from_numpy(dt):
     a = np.arange(32).reshape(4, 8).astype(dt.replace("f", "float").replace("i", "int"))
     b = np.arange(128).reshape(8, 16).astype(a.dtype)
     np.testing.assert_array_equal(fn(a, b), a @ b)
+
+
+def test_vector_copy_packs_rows_and_refuses_a_transpose():
+    """VectorCopy (memcpy of a contiguous run between L1 buffers): the search packs B's
+    rows into 16-wide panels with it, and the packed copy is what numpy wants; a 4x4
+    block copied into another layout is contiguous in both but orders its values
+    differently, so the rules refuse VectorCopy there."""
+    from morello_asp.errors import ScheduleError
+    from morello_asp.synthesis import synthesize
+
+    spec = parse_spec(f"(Move(1x4x32, (f32, GL, row_major), (f32, GL, [0, 2, 1, 2 p(16)]), serial), {LIMITS})")
+    imp = synthesize(spec, db=None)
+    assert any(isinstance(x, KernelApp) and x.kernel == "VectorCopy" for x in imp.walk())
+    assert "memcpy(" in imp.to_c()
+    b = np.arange(128, dtype=np.float32).reshape(1, 4, 32)
+    np.testing.assert_array_equal(imp.compile()(b), b)
+    t = parse_spec(f"(Move(4x4, (f32, L1, row_major), (f32, L1, col_major), serial), {LIMITS})")
+    with pytest.raises(ScheduleError, match="VectorCopy"):
+        t.select("VectorCopy")

@@ -229,6 +229,23 @@ def test_strided_tiles_stay_in_l1_only_where_their_rows_do_not_alias():
         Engine("avx2", ("l1_ways",))  # retired: the default rules see strides
 
 
+def test_a_view_larger_than_the_cache_is_not_kept_there_as_it_is():
+    """rules/aliasing.lp: a cache move of a view of more lines than the level's ways times
+    its sets (avx2: 8 x 64 lines, 32 KiB) is not offered, whatever its capacity in
+    tgt_level/6 (avx2: 1024 lines) lets the program allocate; a view that fits is."""
+
+    def moves(k):
+        spec = parse_spec(
+            f"(MatmulAccum(1x4x{k}x128, (f32, GL, row_major), (f32, GL, row_major), (f32, GL, row_major)), "
+            "[16, 16, 1024, 33554432])"
+        )
+        return {e.action.text() for e in Engine("avx2").expand(spec)}
+
+    cache_b = "move_param(1, L1, row_major)"
+    assert cache_b in moves(64)  # 64 x 128 f32: 32 KiB, 512 lines
+    assert cache_b not in moves(128)  # 64 KiB
+
+
 @pytest.mark.slow  # ~45 s; the slow part of CI runs it
 def test_synthesis_packs_tiles_whose_rows_alias():
     # Tiles of B from a 32-wide matrix (rows 128 B apart) stay in L1 as they are; from a
