@@ -266,7 +266,9 @@ class CostTerms:
         t.update({f"{lv}.line": w for lv, w in cal.weights.items()})
         for k, (fixed, per_unit) in cal.kernels.items():
             t[f"{k}.fixed"], t[f"{k}.per_unit"] = fixed, per_unit
-        return [t[n] for n in self.names]
+        # A kernel added to the target after `cal` was fitted (VectorCopy) has no numbers
+        # there, and the calibrated target's programs never use it: 0.
+        return [t.get(n, 0) for n in self.names]
 
 
 def read_calibration(target: Target) -> Calibration:
