@@ -167,7 +167,7 @@ def snapshot(files) -> tuple[tuple[str, ...], str]:
     import shutil
     import tempfile
 
-    root = tempfile.mkdtemp(prefix="morello-asp-rules-", suffix=f"-{os.getpid()}")
+    root = str(Path(tempfile.mkdtemp(prefix="morello-asp-rules-", suffix=f"-{os.getpid()}")).resolve())
     if not _SNAPSHOTS:
         atexit.register(_remove_snapshots)
     _SNAPSHOTS.append(root)
