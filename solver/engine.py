@@ -75,7 +75,7 @@ class Engine:
 
         # The engine grounds copies taken now (logic_files.snapshot), and its memo tables
         # are keyed by the hash of what was copied.
-        self._files, self._snapshot = snapshot(self.files)
+        self._files = snapshot(self.files)
         self.logic_hash = logic_hash(self._files)
         self._cache: dict[Spec, list[Expansion]] = {}
         self._class_cache: dict[Spec, list[Expansion]] = {}

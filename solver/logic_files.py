@@ -157,12 +157,12 @@ def _with_includes(files) -> list[str]:
 _SNAPSHOTS: list[str] = []
 
 
-def snapshot(files) -> tuple[tuple[str, ...], str]:
+def snapshot(files) -> tuple[str, ...]:
     """Copies of `files` and of every file they #include, each at its own absolute path
-    under a new private directory (so relative includes resolve as they did), and that
-    directory. An engine grounds the copies: clingo reads its files at every call, and
-    an edit of a rule file during a long search must not mix two sets of rules in one
-    search and one memo table. The directories go when the process exits."""
+    under a new private directory (so relative includes resolve as they did). An engine
+    grounds the copies: clingo reads its files at every call, and an edit of a rule file
+    during a long search must not mix two sets of rules in one search and one memo table.
+    The directories go when the process exits."""
     import atexit
     import shutil
     import tempfile
@@ -182,7 +182,7 @@ def snapshot(files) -> tuple[tuple[str, ...], str]:
             shutil.copyfile(f, dst)
         except OSError:  # a missing include: clingo reports it, naming it
             pass
-    return tuple(str(mirror(f)) for f in files), root
+    return tuple(str(mirror(f)) for f in files)
 
 
 def _remove_snapshots() -> None:
