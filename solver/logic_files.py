@@ -170,6 +170,7 @@ def snapshot(files) -> tuple[str, ...]:
     root = str(Path(tempfile.mkdtemp(prefix="morello-asp-rules-", suffix=f"-{os.getpid()}")).resolve())
     if not _SNAPSHOTS:
         atexit.register(_remove_snapshots)
+        _remove_orphans(Path(root).parent)
     _SNAPSHOTS.append(root)
 
     def mirror(f) -> Path:
@@ -183,6 +184,23 @@ def snapshot(files) -> tuple[str, ...]:
         except OSError:  # a missing include: clingo reports it, naming it
             pass
     return tuple(str(mirror(f)) for f in files)
+
+
+def _remove_orphans(tmp: Path) -> None:
+    """Snapshots of this user's processes that are gone without their exit handlers (a
+    precompute worker killed, a process that ended with os._exit)."""
+    import shutil
+
+    for d in tmp.glob("morello-asp-rules-*-*"):
+        pid = d.name.rsplit("-", 1)[1]
+        try:
+            if not pid.isdigit() or d.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except OSError:  # alive under another user, or unreadable: not ours to remove
+            continue
 
 
 def _remove_snapshots() -> None:

@@ -183,3 +183,20 @@ def test_an_engine_grounds_the_rules_as_they_were_when_it_started(tmp_path):
     assert Engine(None, (str(rule),)).logic_hash != eng.logic_hash
     with pytest.raises(ScheduleError):
         Engine(None, (str(rule),)).request(spec, eng.expand(spec)[0].action)
+
+
+def test_snapshots_of_processes_that_are_gone_are_removed(tmp_path):
+    """A process killed before its exit handlers ran leaves its rule snapshot behind; the
+    next process to take one removes it, and leaves a live process's alone."""
+    import os
+    import subprocess
+
+    from morello_asp.solver.logic_files import _remove_orphans
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead, live = tmp_path / f"morello-asp-rules-ab-{gone.pid}", tmp_path / f"morello-asp-rules-cd-{os.getpid()}"
+    for d in (dead, live):
+        (d / "x").mkdir(parents=True)
+    _remove_orphans(tmp_path)
+    assert not dead.exists() and live.exists()
