@@ -33,7 +33,11 @@ def one_line(e: BaseException) -> str:
 
 
 MAX_TRIES = 3  # a task that takes down this many workers stops the run
-DEPTH = 2  # tasks sent to a worker ahead of its answers (the second hides the round trip)
+# Tasks sent to a worker ahead of its answers. One: a task queued behind another on a
+# busy worker cannot go to a worker that falls idle, so at a stage's end one worker could
+# idle while the other ran two tasks in turn. The round trip a second task would hide is
+# 0.1 ms locally and 0.8 ms through Ray, against tasks of 0.3 s and more.
+DEPTH = 1
 
 
 def local_cores() -> int:
