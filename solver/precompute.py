@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -305,18 +306,26 @@ class Worker:
         os.environ.setdefault("MORELLO_ASP_JOBS", "1")
         if cfg.get("protocol") != PROTOCOL:
             raise MorelloError(f"worker speaks precompute protocol {PROTOCOL}, the driver {cfg.get('protocol')}")
-        self._tmp = tempfile.mkdtemp(prefix="morello-asp-rules-")
-        rules = []
-        for i, r in enumerate(cfg["rules"]):
-            if "file" in r:
-                d = Path(self._tmp) / str(i)
-                d.mkdir()
-                f = d / r["file"]
-                f.write_text(r["text"], encoding="utf-8")
-                rules.append(str(f))
-            else:
-                rules.append(r["name"])
-        self.engine = get_engine(cfg["target"], tuple(rules))
+        # The driver's rule files arrive as text: written to a directory of this worker's
+        # only while its engine starts (the engine grounds copies it takes then, and a
+        # worker ends with os._exit, so nothing would remove the directory later).
+        tmp = tempfile.mkdtemp(prefix="morello-asp-worker-rules-") if any("file" in r for r in cfg["rules"]) else None
+        try:
+            rules = []
+            for i, r in enumerate(cfg["rules"]):
+                if "file" in r:
+                    assert tmp is not None
+                    d = Path(tmp) / str(i)
+                    d.mkdir()
+                    f = d / r["file"]
+                    f.write_text(r["text"], encoding="utf-8")
+                    rules.append(str(f))
+                else:
+                    rules.append(r["name"])
+            self.engine = get_engine(cfg["target"], tuple(rules))
+        finally:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
         self.target = self.engine.target
         self.levels = tuple(self.target.level_names)
         self.hash = self.engine.logic_hash

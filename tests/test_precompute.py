@@ -127,6 +127,26 @@ def test_query_answers_from_the_precomputed_table_like_synth(tables):
     assert q.stdout == f"{imp}\n{imp.cost}\n"
 
 
+def test_a_users_rule_file_reaches_the_workers_and_leaves_no_files(tmp_path, monkeypatch):
+    """The driver sends a rule file's text; a worker writes it only while its engine
+    starts. Workers end with os._exit, so a directory kept until exit stayed in the
+    temporary directory for good (dozens had piled up in /tmp)."""
+    import tempfile
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    rule = tmp_path / "no_parallel.lp"
+    rule.write_text("% no parallel loops\nforbid(S, tile1(D, T, 1)) :- cand(S, tile1(D, T, 1)).\n")
+    rep = pc.precompute(pc.Grid("matmul", "f32", 2), tmp_path / "r.db", workers=2, rules=(rule,))
+    assert rep.tasks == 8 and rep.decisions > 100
+    workers = set()
+    for e in tmp.iterdir():  # what may stay: engines' snapshots of the rules, named by pid
+        assert e.name.startswith("morello-asp-rules-") and e.name.rsplit("-", 1)[1].isdigit(), e.name
+        workers.add(int(e.name.rsplit("-", 1)[1]))
+    assert len(workers - {os.getpid()}) == 2  # each worker's engine grounded its own copy
+
+
 def test_a_rerun_of_a_finished_grid_adds_nothing(tables):
     d = tables[0]
     before = rows(d / "one.db")
