@@ -47,15 +47,25 @@ def move_cost(ts: TensorSpec, shape, target: Target) -> int:
 
 
 def alloc_units(node: Alloc, target: Target) -> int:
+    # The DP prices one node under every limit vector it meets: computed once per node.
+    memo = node.__dict__.get("_units")
+    if memo is not None and memo[0] is target:
+        return memo[1]
     shape = node.spec.operand_shapes[node.operand]
-    return target.units(node.new.level, prod(shape), node.new.dtype.nbytes, node.new.vector_size)
+    u = target.units(node.new.level, prod(shape), node.new.dtype.nbytes, node.new.vector_size)
+    object.__setattr__(node, "_units", (target, u))
+    return u
 
 
 def alloc_cost(node: Alloc, target: Target) -> int:
+    memo = node.__dict__.get("_cost")
+    if memo is not None and memo[0] is target:
+        return memo[1]
     shape = node.spec.operand_shapes[node.operand]
     c = move_cost(node.spec.operands[node.operand], shape, target) + move_cost(node.new, shape, target)
     if node.load is not None or node.store is not None:  # a copy, not a cache-only move
         c += target.move_overhead.get(node.new.level, 0)
+    object.__setattr__(node, "_cost", (target, c))
     return c
 
 

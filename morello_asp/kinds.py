@@ -77,6 +77,7 @@ class Kind:
     # a Compose (morello_asp/compose.py): its components and how they are wired; None otherwise
     components: ComposeInfo | None = None
     compose_scans: tuple[int, ...] = ()  # a Compose's dimensions that no tile may cut
+    # memo of access() by rank and operand_shapes() by ("shapes", shape)
     _by_rank: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
@@ -144,7 +145,12 @@ class Kind:
         return tuple(tuple(sorted({d for a in acc for d in a.dims})) for acc in self.access(rank))
 
     def operand_shapes(self, shape) -> tuple[tuple[int, ...], ...]:
-        return tuple(tuple(a.extent(shape) for a in acc) for acc in self.access(len(shape)))
+        # Asked for again and again by the search for the same few thousand shapes.
+        key = ("shapes", shape)
+        out = self._by_rank.get(key)
+        if out is None:
+            out = self._by_rank[key] = tuple(tuple(a.extent(shape) for a in acc) for acc in self.access(len(shape)))
+        return out
 
     def reduction(self, rank: int) -> tuple[int, ...]:
         """Spec dimensions absent from some output (its values combine over them, so

@@ -9,6 +9,7 @@ import clingo
 
 from morello_asp.cost import move_cost
 from morello_asp.dtypes import Dtype
+from morello_asp.kinds import kind as get_kind
 from morello_asp.layout import Layout, PhysDim
 from morello_asp.naming import camel, snake  # noqa: F401  (re-exported for the engine)
 from morello_asp.spec import Spec, TensorSpec
@@ -32,6 +33,8 @@ class LayoutIds:
     def __init__(self):
         self.ids: dict[Layout, int] = {}
         self.layouts: list[Layout] = []
+        self.operands: dict[tuple, TensorSpec] = {}  # build_child's canonical operands
+        self.operand_facts: dict[tuple, tuple[str, ...]] = {}  # spec_facts' facts of an operand
 
     def id(self, lay: Layout) -> int:
         i = self.ids.get(lay)
@@ -57,36 +60,52 @@ def spec_facts(sid: int, spec: Spec, target: Target, ids: LayoutIds) -> list[str
     f += [f"spec_dim({sid},{d},{n})." for d, n in enumerate(spec.shape)]
     if spec.serial:
         f.append(f"spec_serial({sid}).")
-    f += [f"spec_output({sid},{o})." for o in spec.k.outputs]
-    f += [f"spec_reduction({sid},{d})." for d in spec.k.reduction(len(spec.shape))]
-    f += [f"spec_scan({sid},{d})." for d in spec.k.scans(len(spec.shape))]
-    for op, (ts, access, shape) in enumerate(zip(spec.operands, spec.k.access(len(spec.shape)), spec.operand_shapes)):
-        lay = ts.layout
-        f.append(
-            f"spec_operand({sid},{op},{ts.dtype.short},{ts.level.lower()},{int(ts.aligned)},{ts.contig},"
-            f"{ts.vector_size or 0},{ids.id(lay)})."
-        )
-        if ts.stride is not None:
-            f.append(f"spec_stride({sid},{op},{ts.stride}).")
-        for j, (a, x) in enumerate(zip(access, shape)):
-            f.append(f"spec_opext({sid},{op},{j},{x}).")
-            if a.single is not None:
-                f.append(f"spec_opdim({sid},{op},{j},{a.single}).")
-            else:
-                f += [f"spec_opsum({sid},{op},{j},{d})." for d in a.dims]
-                f.append(f"spec_opoff({sid},{op},{j},{a.offset}).")
-        f.append(f"spec_npdims({sid},{op},{lay.full_contiguity()}).")
-        f.append(f"spec_opvol({sid},{op},{prod(shape)}).")
-        f.append(f"spec_mcost({sid},{op},{move_cost(ts, shape, target)}).")
-        stride = 1
-        for p, (before, ext, pd) in enumerate(lay._covers(shape)):
-            f.append(f"spec_pdim({sid},{op},{p},{pd.dim},{pd.kind},{before},{ext},{stride}).")
-            stride *= ext
-        if lay.is_packed:
-            f += ids.pack_facts(lay)
-    if spec.k.is_compose:
+    k = spec.k
+    rank = len(spec.shape)
+    f += [f"spec_output({sid},{o})." for o in k.outputs]
+    f += [f"spec_reduction({sid},{d})." for d in k.reduction(rank)]
+    f += [f"spec_scan({sid},{d})." for d in k.scans(rank)]
+    # An operand's facts depend on the spec only through its id: the text is made once
+    # per operand and shape (the search writes facts for tens of thousands of classes).
+    sid_text = f"({sid},"
+    for op, (ts, access, shape) in enumerate(zip(spec.operands, k.access(rank), spec.operand_shapes)):
+        key = (op, ts, access, shape)
+        text = ids.operand_facts.get(key)
+        if text is None:
+            text = ids.operand_facts[key] = _operand_facts(op, ts, access, shape, target, ids)
+        f += [t.replace("(§,", sid_text) for t in text]
+    if k.is_compose:
         f += compose_facts(sid, spec)
     return f
+
+
+def _operand_facts(op: int, ts: TensorSpec, access, shape, target: Target, ids: LayoutIds) -> tuple[str, ...]:
+    """spec_facts' facts of one operand, with § for the spec's id."""
+    sid = "§"
+    lay = ts.layout
+    f = [
+        f"spec_operand({sid},{op},{ts.dtype.short},{ts.level.lower()},{int(ts.aligned)},{ts.contig},"
+        f"{ts.vector_size or 0},{ids.id(lay)})."
+    ]
+    if ts.stride is not None:
+        f.append(f"spec_stride({sid},{op},{ts.stride}).")
+    for j, (a, x) in enumerate(zip(access, shape)):
+        f.append(f"spec_opext({sid},{op},{j},{x}).")
+        if a.single is not None:
+            f.append(f"spec_opdim({sid},{op},{j},{a.single}).")
+        else:
+            f += [f"spec_opsum({sid},{op},{j},{d})." for d in a.dims]
+            f.append(f"spec_opoff({sid},{op},{j},{a.offset}).")
+    f.append(f"spec_npdims({sid},{op},{lay.full_contiguity()}).")
+    f.append(f"spec_opvol({sid},{op},{prod(shape)}).")
+    f.append(f"spec_mcost({sid},{op},{move_cost(ts, shape, target)}).")
+    stride = 1
+    for p, (before, ext, pd) in enumerate(lay._covers(shape)):
+        f.append(f"spec_pdim({sid},{op},{p},{pd.dim},{pd.kind},{before},{ext},{stride}).")
+        stride *= ext
+    if lay.is_packed:
+        f += ids.pack_facts(lay)
+    return tuple(f)
 
 
 def compose_facts(sid: int, spec: Spec) -> list[str]:
@@ -125,10 +144,16 @@ def build_child(
 ) -> Spec:
     """The canonical spec a child's atoms describe (kind in snake case, operands as
     (dtype, level, aligned, contiguity, vector size, layout id, stride or "") text)."""
+    name = camel(kind)
     operands = []
-    for dt, lv, al, c, v, lay, st in ops:
-        operands.append(
-            TensorSpec(
+    for op, opshape in zip(ops, get_kind(name).operand_shapes(shape)):
+        # The same operand recurs in thousands of children: canonicalised once per shape
+        # (per engine, which owns `ids` and has one target).
+        key = (op, opshape)
+        ts = ids.operands.get(key)
+        if ts is None:
+            dt, lv, al, c, v, lay, st = op
+            ts = ids.operands[key] = TensorSpec(
                 _DTYPES[dt],
                 lv.upper(),
                 ids.layouts[int(lay)],
@@ -136,6 +161,6 @@ def build_child(
                 int(c),
                 int(v) or None,
                 int(st) if st else None,
-            )
-        )
-    return Spec(camel(kind), shape, tuple(operands), serial, (), target).canonical()
+            ).canonical(opshape, target)
+        operands.append(ts)
+    return Spec(name, shape, tuple(operands), serial, (), target)

@@ -94,7 +94,11 @@ class Rewrite(ABC):
         """Smallest per-level limits the node fits in: by default its children's
         (only a family that allocates adds to them)."""
         n = len(target.levels)
-        return tuple(max((p[i] for p in child_peaks), default=0) for i in range(n))
+        if len(child_peaks) == 1:  # the common case in the search's inner loop
+            return tuple(child_peaks[0][:n])
+        if not child_peaks:
+            return (0,) * n
+        return tuple(map(max, *(p[:n] for p in child_peaks)))
 
     @abstractmethod
     def list_node(self, node: Impl, args: list[str], depth: int, out: Listing) -> None:
