@@ -39,6 +39,7 @@ from .answer import errors, parse
 ARGS = ("--verbose=0", "--warn=none", "--models=1")
 DEFAULT_TIMEOUT = 60.0
 _INLINE = False  # run_inline(): clingo in this process (a precompute worker)
+_SPARE = None  # lend_cores(): how many cores a precompute worker may borrow now
 # The signals clasp's application installs handlers for (measured with clingo 5.8).
 _CLASP_SIGNALS: tuple[signal.Signals, ...] = tuple(
     getattr(signal, s)
@@ -143,7 +144,7 @@ def _env_number(name: str, kind, default, lo, what: str):
 def jobs() -> int:
     """Worker processes: MORELLO_ASP_JOBS, else one per core (at most 8); 1 in-process."""
     if _INLINE:
-        return 1
+        return 1 + spare_cores()
     env = _env_number("MORELLO_ASP_JOBS", int, None, 1, "a whole number of worker processes, at least 1")
     if env is not None:
         return env
@@ -336,10 +337,29 @@ def run_inline(on: bool = True) -> None:
     _INLINE = on
 
 
+def lend_cores(spare) -> None:
+    """In a precompute worker (run_inline): `spare()` says how many cores no other
+    worker is using now (the driver counts the idle ones). While it is above 0, batches
+    are cut into 1 + spare chunks and grounded side by side in helper processes, so the
+    last task of a stage does not run on one core while the others idle. What is
+    grounded does not change, only where: the table is the same."""
+    global _SPARE
+    _SPARE = spare
+
+
+def spare_cores() -> int:
+    if _SPARE is None:
+        return 0
+    try:
+        return max(0, int(_SPARE()))
+    except (OSError, ValueError):
+        return 0
+
+
 def submit(files: tuple[str, ...], facts: str, n: int) -> Future:
     """Run `_parsed_answer_here` in a worker process. The future fails with a RuleError
     if the call outlives its time limit (the workers are then killed) or a worker dies."""
-    if _INLINE:
+    if _INLINE and not spare_cores():
         done: Future = Future()
         done.set_result(_parsed_answer_here(files, facts, n))
         return done

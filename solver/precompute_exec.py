@@ -18,6 +18,7 @@ again there; a task that kills three workers stops the run.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -62,14 +63,22 @@ class _Queue:
 
 
 # ----------------------------------------------------------------------------- local
-def _local_main(conn, parent: int, cfg: dict) -> None:
-    """A local worker: die with the driver, leave Ctrl-C to it, answer until told to stop."""
+def _local_main(conn, parent: int, cfg: dict, idle=None) -> None:
+    """A local worker: die with the driver, leave Ctrl-C to it, answer until told to stop.
+    `idle`: the driver's count of workers without a task, whose cores this one borrows
+    for its clingo calls meanwhile (clingo_run.lend_cores)."""
     import json
 
-    from .clingo_run import requests, worker_setup
+    from .clingo_run import lend_cores, requests, worker_setup
     from .precompute import Worker
 
     worker_setup(parent)
+    if idle is not None:
+        lend_cores(lambda: idle.value)
+        # Started as a daemon (so that the driver's exit never waits for it), this process
+        # may still start clingo helpers: they die with it (PR_SET_PDEATHSIG), which is
+        # what multiprocessing's rule against a daemon's children protects.
+        multiprocessing.current_process()._config["daemon"] = False  # type: ignore[attr-defined]
 
     def reply(obj, blob: bytes = b"") -> None:
         conn.send_bytes(json.dumps(obj).encode())
@@ -123,6 +132,7 @@ class LocalExecutor:
 
         clingo_run.shutdown()  # no clingo helper of the driver's is inherited by a fork
         self._ctx = multiprocessing.get_context("fork")
+        self._idle = self._ctx.Value("i", 0, lock=False)  # workers without a task (one writer: here)
         self.cfg = cfg
         self.snapshot = snapshot
         blob = snapshot()
@@ -133,7 +143,7 @@ class LocalExecutor:
         here, there = self._ctx.Pipe()
         old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
-            p = self._ctx.Process(target=_local_main, args=(there, os.getpid(), self.cfg), daemon=True)
+            p = self._ctx.Process(target=_local_main, args=(there, os.getpid(), self.cfg, self._idle), daemon=True)
             p.start()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
@@ -165,6 +175,9 @@ class LocalExecutor:
                         p.conn.send(("run", *task))
                     except OSError:
                         pass  # seen dead by poll
+        # Idle workers lend their cores to the busy ones (only at a stage's end, when no
+        # task is waiting: every worker gets one as soon as there is one).
+        self._idle.value = sum(1 for p in self.procs if not p.held and p.proc.is_alive())
 
     def poll(self, timeout: float):
         """Answers that arrived within `timeout`: (task index, answer bytes, error text)."""
