@@ -40,6 +40,7 @@ ARGS = ("--verbose=0", "--warn=none", "--models=1")
 DEFAULT_TIMEOUT = 60.0
 _INLINE = False  # run_inline(): clingo in this process (a precompute worker)
 _SPARE = None  # lend_cores(): how many cores a precompute worker may borrow now
+LENT_CALLS = 0  # calls a precompute worker ran in helpers on borrowed cores
 # The signals clasp's application installs handlers for (measured with clingo 5.8).
 _CLASP_SIGNALS: tuple[signal.Signals, ...] = tuple(
     getattr(signal, s)
@@ -356,13 +357,18 @@ def spare_cores() -> int:
         return 0
 
 
-def submit(files: tuple[str, ...], facts: str, n: int) -> Future:
+def submit(files: tuple[str, ...], facts: str, n: int, side_by_side: bool = True) -> Future:
     """Run `_parsed_answer_here` in a worker process. The future fails with a RuleError
-    if the call outlives its time limit (the workers are then killed) or a worker dies."""
-    if _INLINE and not spare_cores():
+    if the call outlives its time limit (the workers are then killed) or a worker dies.
+    In a precompute worker, a call runs in a helper only if it is one of several chunks
+    run `side_by_side` on borrowed cores; otherwise here."""
+    global LENT_CALLS
+    if _INLINE and not (side_by_side and spare_cores()):
         done: Future = Future()
         done.set_result(_parsed_answer_here(files, facts, n))
         return done
+    if _INLINE:
+        LENT_CALLS += 1
     limit = ground_timeout(n)
     interrupt.check()
     fut: Future = Future()

@@ -131,7 +131,7 @@ class Engine:
         ended: dict = {}
         futs = {}
         for i, f in enumerate(chunks):
-            fut = clingo_run.submit(self._files, self._text(f), sizes[i])
+            fut = clingo_run.submit(self._files, self._text(f), sizes[i], len(chunks) > 1)
             fut.add_done_callback(lambda done: ended.setdefault(done, time.perf_counter()))
             futs[fut] = i
 

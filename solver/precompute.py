@@ -338,6 +338,7 @@ class Worker:
         rows, with the rules' hash and statistics."""
         from morello_asp.spec import parse_spec
 
+        from . import clingo_run
         from .coords import to_coords
         from .dp import Search
         from .memo import limits_range, normalize
@@ -349,6 +350,7 @@ class Worker:
         memo = TaskMemo(self.replica)
         search = Search(self.engine, memo)
         grounded = self.engine.stats.specs
+        lent = clingo_run.LENT_CALLS
         search.prefetch(*specs)
         for spec in specs:
             search.solve(spec)
@@ -365,6 +367,7 @@ class Worker:
             "seconds": time.perf_counter() - t0,
             "cpu": _cpu_with_helpers() - cpu0,
             "classes": self.engine.stats.specs - grounded,
+            "lent": clingo_run.LENT_CALLS - lent,
         }
         return zlib.compress(json.dumps(out, separators=(",", ":")).encode(), 1)
 
@@ -521,7 +524,9 @@ class Validator:
                 if d.action is None and any(llo):
                     raise BadAnswer(f"row of {key[:60]}: 'no implementation' holds from zero limits up")
                 out.append((key, tuple(lo), tuple(hi), d, val))
-            stats = {k: ans.get(k) for k in ("seconds", "cpu", "classes") if isinstance(ans.get(k), (int, float))}
+            stats = {
+                k: ans.get(k) for k in ("seconds", "cpu", "classes", "lent") if isinstance(ans.get(k), (int, float))
+            }
             return out, stats
         except BadAnswer:
             raise
@@ -551,6 +556,7 @@ class Report:
     task_cpu: float = 0.0  # CPU seconds the workers had for them (less than task_seconds on a busy machine)
     driver_cpu: float = 0.0  # CPU seconds of the driver (validating, staging, writing the table)
     classes: int = 0  # spec classes the workers grounded (a class may be grounded by several)
+    lent_calls: int = 0  # clingo calls run in helpers on idle workers' cores
     workers: int = 0
     executor: str = "local"
     resumed_at: int | None = None
@@ -815,6 +821,7 @@ def _run_stages(memo, ex, stages, start, staged, validator, report, progress, t0
                     report.task_cpu += float(stats.get("cpu", 0.0))
                     report.task_times.append((si, i, float(stats.get("seconds", 0.0))))
                     report.classes += int(stats.get("classes", 0))
+                    report.lent_calls += int(stats.get("lent", 0))
                     tally.finished(task)
                     progress.show(tally.line())
                 interrupt.check()

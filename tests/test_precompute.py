@@ -352,6 +352,21 @@ def test_tables_are_identical_whatever_the_worker_count_or_grouping(tmp_path, re
 
 
 @pytest.mark.slow
+def test_a_busy_worker_borrows_idle_cores_and_the_table_is_the_same(tmp_path, reference4, monkeypatch):
+    """At a stage's end a worker whose partner has no task grounds its batches in helper
+    processes on the partner's core (the grid's last stage is one root). This grid's
+    batches are too small to be split unless told to (forked workers inherit it)."""
+    from morello_asp.solver import engine
+
+    monkeypatch.setattr(engine, "SPLIT_MIN", 1)
+    rep = pc.precompute(pc.Grid("matmul", "f32", 4), tmp_path / "b.db", workers=2)
+    assert rep.lent_calls > 0
+    assert rows(tmp_path / "b.db") == reference4
+    one = pc.precompute(pc.Grid("matmul", "f32", 4), tmp_path / "one.db", workers=1)
+    assert one.lent_calls == 0  # a lone worker has nobody's core to borrow
+
+
+@pytest.mark.slow
 def test_a_worker_killed_mid_run_is_replaced_and_the_table_is_the_same(tmp_path, reference4):
     db = tmp_path / "w.db"
     p, workers = start_and_wait(db, lambda s: int(s.get("next", 0)) >= 3)
