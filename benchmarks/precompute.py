@@ -133,6 +133,7 @@ def main() -> int:
                     f"{rep.decisions / wall:,.0f}/s, {rep.task_seconds:.1f} s in tasks, driver CPU "
                     f"{rep.driver_cpu:.1f} s, workers busy {rep.task_seconds / (wall * w):.0%}, CPU share of the "
                     f"workers in tasks {rep.task_cpu / max(rep.task_seconds, 1e-9):.0%}, "
+                    f"{rep.lent_calls} clingo calls on borrowed cores, "
                     f"table {'identical to the first' if same else 'DIFFERENT from the first'}, load {load()}",
                     flush=True,
                 )
