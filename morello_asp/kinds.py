@@ -77,8 +77,8 @@ class Kind:
     # a Compose (morello_asp/compose.py): its components and how they are wired; None otherwise
     components: ComposeInfo | None = None
     compose_scans: tuple[int, ...] = ()  # a Compose's dimensions that no tile may cut
-    # memo of access() by rank and operand_shapes() by ("shapes", shape)
-    _by_rank: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+    _by_rank: dict = field(default_factory=dict, compare=False, hash=False, repr=False)  # access() memo
+    _shapes: dict = field(default_factory=dict, compare=False, hash=False, repr=False)  # operand_shapes() memo
 
     @property
     def rank(self) -> int | None:
@@ -146,10 +146,9 @@ class Kind:
 
     def operand_shapes(self, shape) -> tuple[tuple[int, ...], ...]:
         # Asked for again and again by the search for the same few thousand shapes.
-        key = ("shapes", shape)
-        out = self._by_rank.get(key)
+        out = self._shapes.get(shape)
         if out is None:
-            out = self._by_rank[key] = tuple(tuple(a.extent(shape) for a in acc) for acc in self.access(len(shape)))
+            out = self._shapes[shape] = tuple(tuple(a.extent(shape) for a in acc) for acc in self.access(len(shape)))
         return out
 
     def reduction(self, rank: int) -> tuple[int, ...]:

@@ -28,7 +28,9 @@ def layout_from_symbol(sym: clingo.Symbol) -> Layout:
 
 
 class LayoutIds:
-    """Numbers layouts so the logic files pass small integers instead of nested terms."""
+    """Numbers layouts so the logic files pass small integers instead of nested terms,
+    and keeps what is written in those numbers: canonical child operands and operands'
+    input facts (one engine, one target, one numbering)."""
 
     def __init__(self):
         self.ids: dict[Layout, int] = {}
