@@ -75,7 +75,7 @@ def param_names(spec: Spec) -> list[str]:
 def inputs_of(spec: Spec) -> list[int]:
     """Operands the program reads: all but a non-accumulating output."""
     k = spec.k
-    return [i for i in range(len(spec.operands)) if i not in spec.outputs or (k.is_accum and i == k.init_output)]
+    return [i for i in range(len(spec.operands)) if i not in spec.outputs or (k.is_accum and i in k.filled)]
 
 
 class Emitter:
@@ -290,6 +290,8 @@ def point_statement(spec: Spec, ct) -> str:
     combines it with the output's old value."""
     k = spec.k
     names = param_names(spec)
+    if any(k.merge(o) is not None for o in k.outputs):
+        return _merge_statement(spec, ct, names)
     lines = []
     for o in k.outputs:
         dt = str(spec.operands[o].dtype)
@@ -301,9 +303,36 @@ def point_statement(spec: Spec, ct) -> str:
     return "\n".join(lines)
 
 
+def _merge_statement(spec: Spec, ct, names: list[str]) -> str:
+    """An accumulating kind with merges (kind_merge/3) at one point: every output's
+    value (new) and contents (old) are read before any output is written."""
+    k = spec.k
+    lines = ["{"]
+    for o in k.outputs:
+        ts = spec.operands[o]
+        if ts.dtype.c_type not in ("float", "double"):
+            raise CodegenError(f"{spec.short()}: the point kernel merges only float outputs, not {ts.dtype}")
+        dt = str(ts.dtype)
+        lines.append(f"  const {ts.dtype.c_type} pm_new{o} = {_lower(k.value(o), names, dt, ct)};")
+        lines.append(f"  const {ts.dtype.c_type} pm_old{o} = {{{names[o]}}};")
+    for o in k.outputs:
+        dt = str(spec.operands[o].dtype)
+        m, c = k.merge(o), k.combiner(o)
+        if m is not None:
+            value = _lower(m, names, dt, ct)
+        elif c:
+            value = _c_op(ct, c, dt, [f"pm_old{o}", f"pm_new{o}"])
+        else:
+            value = f"pm_new{o}"
+        lines.append("  {" + names[o] + "} = " + value + ";")
+    return "\n".join(lines + ["}"])
+
+
 def _lower(e, names: list[str], dt: str, ct) -> str:
     if e[0] == "op":
         return "{" + names[e[1]] + "}"
+    if e[0] in ("old", "new"):  # a merge's operands (_merge_statement)
+        return f"pm_{e[0]}{e[1]}"
     if e[0] == "const":
         return ct.c_const(e[1], dt)
     if e[0] == "red":  # on one point, a combination along a dimension is its one value

@@ -25,8 +25,35 @@ def reference(spec: Spec, *args: np.ndarray):
         from morello_asp.compose import reference_chain
 
         return reference_chain(spec, args, reference)
+    if any(k.merge(o) is not None for o in k.outputs):
+        return _merged(spec, args)
     outs = tuple(_evaluate(spec, o, args) for o in k.outputs)
     return outs[0] if len(outs) == 1 else outs
+
+
+def _merged(spec: Spec, args):
+    """An accumulating kind with merges (kind_merge/3): every output's value over the
+    run's points alone (new), then each merged output from old and new together."""
+    k = spec.k
+    new = {o: _evaluate(spec, o, args, accumulate=False) for o in k.outputs}
+    old = {o: np.asarray(args[o]).astype(new[o].dtype) for o in k.outputs}
+
+    def ev(e):
+        if e[0] == "old":
+            return old[e[1]]
+        if e[0] == "new":
+            return new[e[1]]
+        if e[0] == "const":
+            return _const(e[1], new[k.output].dtype)
+        return _NP_OPS[e[0]](*(ev(a) for a in e[1:]))
+
+    outs = []
+    for o in k.outputs:
+        m, c = k.merge(o), k.combiner(o)
+        with np.errstate(invalid="ignore", over="ignore"):
+            v = ev(m) if m is not None else _REDUCE[c](old[o], new[o]) if c else new[o]
+        outs.append(np.asarray(v).astype(np.asarray(args[o]).dtype))
+    return outs[0] if len(outs) == 1 else tuple(outs)
 
 
 def flops(spec: Spec) -> int:
@@ -92,7 +119,9 @@ def _grid_view(a: np.ndarray, access, shape) -> np.ndarray:
     return as_strided(base, shape=vshape, strides=strides, writeable=False)
 
 
-def _evaluate(spec: Spec, o: int, args) -> np.ndarray:
+def _evaluate(spec: Spec, o: int, args, accumulate: bool = True) -> np.ndarray:
+    """Output o after the run; without `accumulate`, its value over the run's points
+    alone, in the compute dtype (what an accumulating kind combines with the old contents)."""
     k = spec.k
     shape = spec.shape
     access = k.access(len(shape))
@@ -113,6 +142,8 @@ def _evaluate(spec: Spec, o: int, args) -> np.ndarray:
     if out_axes != order:
         new = np.transpose(new, [order.index(d) for d in out_axes])
     new = new.reshape(out.shape) if new.size == out.size else np.broadcast_to(new, out.shape)
+    if not accumulate:
+        return new
     if k.is_accum and comb is not None:
         new = _REDUCE[comb](out.astype(cdt), new)
     return new.astype(out.dtype)  # integers wrap as the C store does

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 # Expressions of the per-point semantics: ("op", operand index) | ("const", int | "neg_inf"
 # | "pos_inf") | (operator, *arguments) | ("red", combiner, spec dimension, expression):
 # the combiner over every index of that dimension (the others fixed), e.g. a softmax's
-# row maximum.
+# row maximum. A merge (kind_merge/3) also has ("old", output index), the output's
+# contents before the run, and ("new", output index), its value over the run's points.
 Expr = tuple
 OPERATORS = {"add": 2, "sub": 2, "mul": 2, "div": 2, "max": 2, "min": 2, "neg": 1, "exp": 1}
 CONSTANTS = ("neg_inf", "pos_inf")
@@ -77,6 +78,8 @@ class Kind:
     # a Compose (morello_asp/compose.py): its components and how they are wired; None otherwise
     components: ComposeInfo | None = None
     compose_scans: tuple[int, ...] = ()  # a Compose's dimensions that no tile may cut
+    merges: tuple[Expr | None, ...] = ()  # per output: its kind_merge/3 (accumulating kinds), or None
+    fills: tuple[tuple[int, str], ...] = ()  # accumulating kinds: (output, init kind) per filled output
     _by_rank: dict = field(default_factory=dict, compare=False, hash=False, repr=False)  # access() memo
     _shapes: dict = field(default_factory=dict, compare=False, hash=False, repr=False)  # operand_shapes() memo
 
@@ -133,12 +136,23 @@ class Kind:
         a softmax's row): no tile may cut them, though outputs span them."""
         if self.components is not None:
             return self.compose_scans
-        return tuple(sorted({d for v in self.values for d in expr_red_dims(v)}))
+        # A merged output's partial results combine exactly, so a loop may cut what it reduces.
+        merged = {d for o in self.outputs if self.merge(o) is not None for d in self.reduction_of(o, rank)}
+        return tuple(sorted({d for v in self.values for d in expr_red_dims(v)} - merged))
 
     @property
     def init_output(self) -> int:
-        """The output an accumulating kind's init kind fills (the one with a combiner)."""
-        return next((o for o, c in zip(self.outputs, self.combiners) if c), self.output)
+        """The first output an accumulating kind's fills initialise."""
+        return self.fills[0][0] if self.fills else self.output
+
+    @property
+    def filled(self) -> tuple[int, ...]:
+        """The outputs an accumulating kind reads back (each filled by to_accum first)."""
+        return tuple(o for o, _ in self.fills)
+
+    def merge(self, out: int) -> Expr | None:
+        """Output `out`'s kind_merge/3, which only an accumulating variant applies."""
+        return self.merges[self.outputs.index(out)] if self.merges and self.is_accum else None
 
     def deps(self, rank: int) -> tuple[tuple[int, ...], ...]:
         """Per operand, the spec dimensions it depends on (in order)."""
@@ -197,16 +211,26 @@ class Kind:
             names = [dims[d] if d < len(dims) else f"d{d}" for d in red]
             how = f"{c} over {', '.join(names)} of " if c and red else f"{c} " if c else ""
             acc = f"{acc_text(o)} {'<-' if self.is_accum and c else '='} "
-            outs.append(acc + how + expr_text(e, self.params, dims))
+            m = self.merge(o) if self.is_accum else None
+            merged = f" (merged: {expr_text(m, self.params, dims)})" if m is not None else ""
+            outs.append(acc + how + expr_text(e, self.params, dims) + merged)
         head = f"{self.name}[{' '.join(dims)}]"
-        extra = f"; accumulates {self.accum_of}, initialised by {self.init_kind}" if self.is_accum else ""
+        several = len(self.fills) > 1
+        inits = ", ".join(camel_of(i) + (f" ({self.params[o]})" if several else "") for o, i in self.fills)
+        extra = f"; accumulates {self.accum_of}, initialised by {inits}" if self.is_accum else ""
         extra += "".join(f"; {dims[d]} defaults to {n}" for d, n in self.defaults)
         return f"{head}({ins}{' -> ' if ins else ''}{'; '.join(outs)}){extra}"
+
+
+def camel_of(k: str) -> str:
+    return k if k[:1].isupper() else camel(k)
 
 
 def expr_text(e: Expr, params, dims=None) -> str:
     if e[0] == "op":
         return params[e[1]]
+    if e[0] in ("old", "new"):
+        return f"{e[0]}({params[e[1]]})"
     if e[0] == "const":
         return str(e[1])
     if e[0] == "red":
@@ -221,14 +245,14 @@ def expr_text(e: Expr, params, dims=None) -> str:
 
 def expr_args(e: Expr) -> tuple:
     """The sub-expressions of `e`."""
-    if e[0] in ("op", "const"):
+    if e[0] in ("op", "const", "old", "new"):
         return ()
     return (e[3],) if e[0] == "red" else tuple(e[1:])
 
 
 def expr_ops(e: Expr) -> int:
     """Arithmetic operators in `e` (for FLOP counts)."""
-    return 0 if e[0] in ("op", "const") else 1 + sum(expr_ops(a) for a in expr_args(e))
+    return 0 if e[0] in ("op", "const", "old", "new") else 1 + sum(expr_ops(a) for a in expr_args(e))
 
 
 def expr_operands(e: Expr) -> set[int]:
@@ -272,6 +296,8 @@ _SIGS = (
     ("kind_accum", 3),
     ("kind_default_dim", 3),
     ("kind_unit", 3),
+    ("kind_merge", 3),
+    ("kind_accum_fill", 3),
 )
 
 
@@ -322,23 +348,75 @@ def _build(atoms, source_of) -> dict[str, Kind]:
             raise KindError(f"{where}: kind_accum/3 accumulates {base!r}, which is not a kind")
         if init not in kinds:
             raise KindError(f"{where}: kind_accum/3 initialises with {init!r}, which is not a kind")
-        ik = kinds[init]
-        combined = [c for c in kinds[ka].combiners if c]
-        if len(combined) != 1:
+        _check_fills(kinds[ka], kinds, where)
+    return kinds
+
+
+def _check_fills(ka: Kind, kinds: dict[str, Kind], where: str) -> None:
+    """Every output an accumulating kind combines or merges has one fill, a one-operand
+    any-rank kind writing the combiner's identity (for a merge: a value the merge leaves
+    every part unchanged from, checked on sample values)."""
+    filled = dict(ka.fills)
+    for o, c, m in zip(ka.outputs, ka.combiners, ka.merges or (None,) * len(ka.outputs)):
+        if (c or m is not None) and o not in filled:
+            raise KindError(f"{where}: output {ka.params[o]} accumulates but has no fill (kind_accum_fill/3)")
+    for o, init in ka.fills:
+        if o not in ka.outputs or not (ka.combiner(o) or ka.merge(o) is not None):
+            raise KindError(f"{where}: kind_accum_fill/3 fills {ka.params[o]}, which neither combines nor merges")
+        ik = kinds.get(init)
+        if ik is None:
+            raise KindError(f"{where}: {ka.params[o]} is filled by {init!r}, which is not a kind")
+        if ik.dims is not None or len(ik.params) != 1 or ik.values[0][0] != "const":
             raise KindError(
-                f"{where}: an accumulating kind has exactly one output with a combiner (its init kind fills "
-                f"one operand; outputs without one are overwritten), not {len(combined)}"
+                f"{where}: its init kind {init} must be kind_any_rank/1 with one operand and a constant value"
             )
-        if ik.dims is not None or len(ik.params) != 1:
-            raise KindError(f"{where}: its init kind {init} must be kind_any_rank/1 with one operand")
-        for c in combined:
-            want = COMBINERS[c]
+        if ka.merge(o) is None:
+            want = COMBINERS[ka.combiner(o) or ""]
             if ik.values[0] != ("const", want):
                 raise KindError(
-                    f"{where}: init kind {init} writes {expr_text(ik.values[0], ik.params)}, but combiner {c} "
-                    f"starts from {want}"
+                    f"{where}: init kind {init} writes {expr_text(ik.values[0], ik.params)}, but combiner "
+                    f"{ka.combiner(o)} starts from {want}"
                 )
-    return kinds
+    merged = [o for o in ka.outputs if ka.merge(o) is not None]
+    if not merged:
+        return
+    import math
+
+    def value(e, old, new):
+        if e[0] == "old":
+            return old[e[1]]
+        if e[0] == "new":
+            return new[e[1]]
+        if e[0] == "const":
+            return {"neg_inf": -math.inf, "pos_inf": math.inf}.get(e[1], e[1])
+        a = [value(x, old, new) for x in expr_args(e)]
+        ops = {
+            "add": lambda x, y: x + y,
+            "sub": lambda x, y: x - y,
+            "mul": lambda x, y: x * y,
+            "div": lambda x, y: x / y,
+            "max": max,
+            "min": min,
+            "neg": lambda x: -x,
+            "exp": math.exp,
+        }
+        if e[0] not in ops:
+            raise KindError(f"{where}: a merge may not use {e[0]} (operands are old(...) and new(...))")
+        return ops[e[0]](*a)
+
+    old = {
+        o: {"neg_inf": -math.inf, "pos_inf": math.inf}.get(kinds[i].values[0][1], kinds[i].values[0][1])
+        for o, i in ka.fills
+    }
+    for sample in ((0.5, 1.25), (-3.0, 2.0), (7.0, 0.125)):
+        new = {o: sample[j % len(sample)] for j, o in enumerate(ka.outputs)}
+        for o in merged:
+            got = value(ka.merge(o), old, new)
+            if not math.isclose(got, new[o], rel_tol=1e-9, abs_tol=1e-12):
+                raise KindError(
+                    f"{where}: the fills are not the identity of {ka.params[o]}'s merge "
+                    f"(merging {new} into the fills gives {got} for {ka.params[o]})"
+                )
 
 
 def _kind(k, args_of, accum, source_of) -> Kind:
@@ -447,6 +525,20 @@ def _kind(k, args_of, accum, source_of) -> Kind:
             bad(f"has reduction dimensions but output {params[o]} has no kind_combine/3")
     if k in accum and not comb_at:
         bad(f"accumulates but no output has a kind_combine/3 (output {params[outputs[0]]})")
+    merge_at: dict[int, Expr] = {}
+    for a in args_of("kind_merge", k):
+        o = operand(a[1], "kind_merge/3")
+        if o not in outputs or o in merge_at:
+            bad(f"kind_merge/3 merges {params[o]}, which is not an output or has two merges")
+        merge_at[o] = _expr(a[2], index, bad, dims, outputs=set(outputs))
+        if expr_operands(merge_at[o]) or expr_red_dims(merge_at[o]):
+            bad(f"the merge of {params[o]} reads operands or reduces: it combines old(...) and new(...) of outputs")
+    fills = []
+    for a in args_of("kind_accum_fill", k):
+        o = operand(a[1], "kind_accum_fill/3")
+        fills.append((o, str(a[2])))
+    if len({o for o, _ in fills}) != len(fills):
+        bad("an output has two fills (kind_accum_fill/3)")
     defaults = []
     for a in args_of("kind_default_dim", k):
         n = str(a[1])
@@ -470,6 +562,8 @@ def _kind(k, args_of, accum, source_of) -> Kind:
         tuple(sorted(defaults)),
         source_of(k),
         units,
+        merges=tuple(merge_at.get(o) for o in outputs) if merge_at else (),
+        fills=tuple(sorted(fills)),
     )
 
 
@@ -497,7 +591,12 @@ def _access(sym, dims, op, bad: Callable[[str], NoReturn]) -> tuple[Access, ...]
     return tuple(out)
 
 
-def _expr(sym, index, bad: Callable[[str], NoReturn], dims=None) -> Expr:
+def _expr(sym, index, bad: Callable[[str], NoReturn], dims=None, outputs=None) -> Expr:
+    if outputs is not None and sym.type == clingo.SymbolType.Function and sym.name in ("old", "new"):
+        arg = sym.arguments[0] if len(sym.arguments) == 1 else None
+        if arg is None or str(arg) not in index or index[str(arg)] not in outputs:
+            bad(f"{sym} must name one output ({', '.join(n for n, i in index.items() if i in outputs)})")
+        return (sym.name, index[str(arg)])
     if sym.type == clingo.SymbolType.Number:
         return ("const", sym.number)
     if sym.type == clingo.SymbolType.Function and sym.name == "red":
@@ -513,7 +612,7 @@ def _expr(sym, index, bad: Callable[[str], NoReturn], dims=None) -> Expr:
         else:
             what = ", ".join(dims) if dims is not None else "a number from 0, for a kind_any_rank/1 kind"
             bad(f"{sym} combines over {d}, which is not a spec dimension ({what})")
-        return ("red", str(c), dim, _expr(e, index, bad, dims))
+        return ("red", str(c), dim, _expr(e, index, bad, dims, outputs))
     if sym.type == clingo.SymbolType.Function:
         if not sym.arguments:
             if sym.name in index:
@@ -526,7 +625,7 @@ def _expr(sym, index, bad: Callable[[str], NoReturn], dims=None) -> Expr:
             bad(f"unknown operator {sym.name!r} in {sym} (operators: {', '.join(OPERATORS)})")
         if len(sym.arguments) != n:
             bad(f"operator {sym.name} takes {n} argument(s), got {len(sym.arguments)} in {sym}")
-        return (sym.name, *(_expr(a, index, bad, dims) for a in sym.arguments))
+        return (sym.name, *(_expr(a, index, bad, dims, outputs) for a in sym.arguments))
     bad(f"cannot read {sym} as an expression")
 
 

@@ -252,6 +252,21 @@ def test_z3_refutes_a_view_past_the_operand(conv1):
             "kind_accum(bad_e_accum, bad_e, zero).",
             "but combiner max starts from neg_inf",
         ),
+        (
+            "kind(bad_f). kind_dim(bad_f, 0, m). kind_dim(bad_f, 1, n). kind_operand(bad_f, 0, x). "
+            "kind_operand(bad_f, 1, out). kind_output(bad_f, out). kind_access(bad_f, x, (m, n)). "
+            "kind_access(bad_f, out, (m, 0)). kind_value(bad_f, out, x). kind_combine(bad_f, out, add). "
+            "kind_merge(bad_f, out, add(old(out), new(out))). kind_accum(bad_f_accum, bad_f, zero). "
+            "kind_accum_fill(bad_f_accum, out, fill_neg_inf).",
+            "the fills are not the identity of out's merge",
+        ),
+        (
+            "kind(bad_g). kind_dim(bad_g, 0, m). kind_dim(bad_g, 1, n). kind_operand(bad_g, 0, x). "
+            "kind_operand(bad_g, 1, out). kind_output(bad_g, out). kind_access(bad_g, x, (m, n)). "
+            "kind_access(bad_g, out, (m, 0)). kind_value(bad_g, out, x). kind_combine(bad_g, out, add). "
+            "kind_merge(bad_g, out, add(old(out), x)). kind_accum(bad_g_accum, bad_g, zero).",
+            "reads operands or reduces",
+        ),
     ],
 )
 def test_malformed_declarations_are_refused_by_name(tmp_path, decl, problem):

@@ -201,6 +201,80 @@ def test_online_softmax_kernel_runs_and_is_proved(n):
         assert rep.ok, str(rep)
 
 
+# ------------------------------------------- the online form, split across tiles
+def test_online_accumulation_is_declared_and_merges_exactly():
+    """SoftmaxDenominatorAndMaxAccum merges a part's maximum and denominator into the
+    running pair (kind_merge/3): parts of a row merged one after another, in the declared
+    semantics, give the whole row's pair; the scan dimension it merges over may be tiled."""
+    from morello_asp.kinds import kind
+
+    ka = kind("SoftmaxDenominatorAndMaxAccum1")
+    assert ka.accum_of == "SoftmaxDenominatorAndMax1"
+    assert [(ka.params[o], i) for o, i in ka.fills] == [("xmax", "fill_neg_inf"), ("denom", "zero")]
+    assert ka.scans(2) == () and kind("SoftmaxDenominatorAndMax1").scans(2) == (1,)
+    assert "merged: " in ka.describe() and "FillNegInf (xmax), Zero (denom)" in ka.describe()
+    rng = np.random.default_rng(4)
+    x = (rng.random((3, 37)) * 60 - 30).astype(np.float32)
+    x[1] = np.sort(x[1])  # the maximum rises part after part
+    x64 = x.astype(np.float64)
+    whole = parse_spec("SoftmaxDenominatorAndMax1(3x37, f32)")
+    want = np.exp(x64 - x64.max(1, keepdims=True)).sum(1, keepdims=True)
+    for step in (1, 5, 8, 36):
+        m, d = np.full((3, 1), -np.inf, np.float32), np.zeros((3, 1), np.float32)
+        for lo in range(0, 37, step):
+            part = np.ascontiguousarray(x[:, lo : lo + step])
+            m, d = reference(parse_spec(f"SoftmaxDenominatorAndMaxAccum1(3x{part.shape[1]}, f32)"), part, m, d)
+        np.testing.assert_array_equal(m[:, 0], x.max(1))
+        close(d, want, whole)
+
+
+def _kernels(imp) -> set[str]:
+    from morello_asp.ir import KernelApp
+
+    return {n.kernel for n in imp.walk() if isinstance(n, KernelApp)}
+
+
+@pytest.mark.parametrize("n, t", [(37, 8), (200, 64), (5, 1)])
+def test_online_softmax_split_across_tiles_runs_and_is_proved(n, t):
+    """Softmax1 through to_softmax_parts_recompute, its SoftmaxDenominatorAndMax by
+    to_accum (FillNegInf, Zero, then the accumulating variant) over parts of t of each
+    row and a boundary part, the rest synthesized: the AVX2 online accumulating kernel on
+    parts of vectors, the generic point kernel's merge on parts of one; run against
+    float64 and proved by z3."""
+    s = parse_spec(f"Softmax1(3x{n}, f32)")
+
+    def row(r):
+        return (
+            r.to_softmax_parts_recompute("RF")
+            .subschedule([0], lambda m: m.to_accum().subschedule([2], lambda a: a.tile([1, t])))
+            .subschedule([1], lambda c: c.move_param(0, "L1").move_param(3, "L1").select("VectorSoftmaxCompleteLoop"))
+        )
+
+    prog = s.tile([1, n]).subschedule([0], row).synthesize_all()
+    text = str(prog)
+    assert "FillNegInf" in text or "Point(rxmax)" in text, text
+    if t >= 8:
+        assert "VectorSoftmaxDenominatorAndMaxOnlineAccumLoop" in _kernels(prog), text
+    else:
+        assert "Point" in _kernels(prog), text
+    rng = np.random.default_rng(n)
+    x = (rng.random((3, n)) * 60 - 30).astype(np.float32)
+    x[1] = np.sort(x[1])
+    close(prog.compile()(x), softmax64(x, 1), s)
+    rep = verify(prog)
+    assert rep.ok, str(rep)
+
+
+def test_the_search_splits_a_long_row_with_the_online_form():
+    """A row twice L1 (64 KiB): the search reads it twice, once by the online
+    accumulation over halves kept in L1, once to store the results, where without the
+    accumulating variant it read it three times (maximum, denominator, results)."""
+    imp = synthesize("Softmax1(1x16384, f32)", db=None)
+    assert "VectorSoftmaxDenominatorAndMaxOnlineAccumLoop" in _kernels(imp), str(imp)
+    x = (np.random.default_rng(0).random((1, 16384)) * 20 - 10).astype(np.float32)
+    close(imp.compile()(x), softmax64(x, 1), imp.spec)
+
+
 def test_pipeline_memory_is_counted_and_limited():
     """The intermediates take their level's units while every stage runs: a limit one
     short of them refuses the step, and verify sums them along every path."""
@@ -236,6 +310,7 @@ def test_in_place_on_a_reducing_stage_is_refuted():
         "Max1(3x11, f32)",
         "SoftmaxDenominator1(3x9, f32)",
         "SoftmaxDenominatorAndMax1(3x9, f32)",
+        "SoftmaxDenominatorAndMaxAccum1(3x9, f32)",
         "SoftmaxDenominatorAndUnscaled1(3x9, f32)",
         "SoftmaxDenominatorAndUnscaledFromMax1(3x9, f32)",
         "SoftmaxComplete1(3x9, f32)",

@@ -2,8 +2,11 @@
 IR node: Block.
 
     Matmul(lhs, rhs, out) --to_accum()--> Block[ Zero(out); MatmulAccum(lhs, rhs, out) ]
+    SoftmaxDenominatorAndMax1(x, xmax, denom) --to_accum()-->
+        Block[ FillNegInf(xmax); Zero(denom); SoftmaxDenominatorAndMaxAccum1(x, xmax, denom) ]
 
-No action args. Children are keyed 0 (the fill of the output) and 1 (the accumulating spec).
+No action args. Children are keyed 0..F-1 (the fills of the outputs the accumulating kind
+reads back, in operand order) and F (the accumulating spec).
 """
 
 from __future__ import annotations
@@ -52,19 +55,18 @@ class ToAccum(Rewrite):
 
     def list_node(self, node, args, depth, out):
         out.line(depth, "block:", node)
-        for c in node.stmts:  # the fill sees the output only
-            out.node(c, args if len(c.spec.operands) == len(args) else [args[node.spec.k.init_output]], depth + 1)
+        filled = _filled(node)
+        for i, c in enumerate(node.stmts):  # a fill sees its output only
+            out.node(c, args if i == len(node.stmts) - 1 else [args[filled[i]]], depth + 1)
 
     def emit_c(self, node, views, em):
         from morello_asp.codegen.errors import CodegenError
 
-        for c in node.stmts:
-            if len(c.spec.operands) == len(views):
-                em.emit(c, views)
-            elif len(c.spec.operands) == 1:  # the fill writes the output only
-                em.emit(c, [views[node.spec.k.init_output]])
-            else:
-                raise CodegenError(f"cannot map the operands of {node.spec.short()} onto block child {c.spec.short()}")
+        filled = _filled(node)
+        if len(filled) != len(node.stmts) - 1:
+            raise CodegenError(f"to_accum of {node.spec.short()}: {len(node.stmts)} children for {len(filled)} fills")
+        for i, c in enumerate(node.stmts):
+            em.emit(c, views if i == len(node.stmts) - 1 else [views[filled[i]]])
 
     def node_to_json(self, node, rec):
         return {"node": "block", "stmts": [rec(c) for c in node.stmts]}
@@ -81,16 +83,21 @@ class ToAccum(Rewrite):
         what = f"to_accum of {node.spec.short()}: the fill then the accumulating variant"
         kinds = [c.spec.kind for c in node.stmts]
         accum = next((a for a, kk in _accum_pairs() if kk == node.spec.kind), None)
-        want = [_init_of(accum), accum] if accum else None
-        if want is None:
+        if accum is None:
             return [Obligation(what, "refuted", f"{k.name} has no accumulating variant")]
+        from morello_asp.kinds import kind
+        from morello_asp.naming import camel
+
+        want = [camel(i) for _, i in kind(accum).fills] + [accum]
         if kinds != want:
             return [Obligation(what, "refuted", f"the block runs {kinds}, expected {want}")]
-        shapes_ok = node.stmts[1].spec.shape == node.spec.shape
+        shapes_ok = node.stmts[-1].spec.shape == node.spec.shape and all(
+            tuple(c.spec.shape) == tuple(node.spec.operand_shapes[o]) for c, o in zip(node.stmts, _filled(node))
+        )
         return [
             Obligation(what, "proved")
             if shapes_ok
-            else Obligation(what, "refuted", f"the accumulating spec has shape {node.stmts[1].spec.shape}")
+            else Obligation(what, "refuted", "a child's shape is not the operand's or the spec's it runs on")
         ]
 
     def box_obligations(self, prover, head, seq, sp, a):
@@ -114,7 +121,9 @@ def _accum_pairs():
     return accum_pairs()
 
 
-def _init_of(accum: str) -> str | None:
+def _filled(node) -> tuple[int, ...]:
+    """The operands the block's fills write, in order (its last child accumulates)."""
     from morello_asp.kinds import kind
 
-    return kind(accum).init_kind
+    accum = next((a for a, kk in _accum_pairs() if kk == node.spec.kind), None)
+    return kind(accum).filled if accum else ()
