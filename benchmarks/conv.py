@@ -271,4 +271,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from morello_asp.cli import run_script
+
+    sys.exit(run_script(main, Path(__file__).name))

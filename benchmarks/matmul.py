@@ -231,4 +231,6 @@ def plot(path: str, bars, ours_label: str, core: str, xlabel: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from morello_asp.cli import run_script
+
+    sys.exit(run_script(main, Path(__file__).name))

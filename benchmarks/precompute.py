@@ -214,4 +214,6 @@ def grid_specs(grid):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from morello_asp.cli import run_script
+
+    sys.exit(run_script(main, Path(__file__).name))

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 os.environ["OPENBLAS_NUM_THREADS"] = "1"  # must precede numpy's import
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -336,4 +337,6 @@ def plot(path: str, results, use_torch: bool) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from morello_asp.cli import run_script
+
+    sys.exit(run_script(main, Path(__file__).name))

@@ -155,6 +155,26 @@ def _main(argv) -> int:
         return EXIT_INTERNAL
 
 
+def run_script(fn, name: str) -> int:
+    """The error boundary of the benchmark scripts: an error a user can cause (a memo
+    table built by other rules, a bad spec) is one line and exit 2, Ctrl-C exit 130."""
+    try:
+        return fn() or 0
+    except RefutedError as e:
+        print(f"{name}: error: {e}", file=sys.stderr)
+        return EXIT_REFUTED
+    except MorelloError as e:
+        print(f"{name}: error: {e}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        workers = sys.modules.get("morello_asp.solver.clingo_run")
+        if workers is not None:
+            workers.shutdown()
+
+
 def _trace(debug: bool) -> None:
     if debug:
         traceback.print_exc()

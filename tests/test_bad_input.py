@@ -415,3 +415,24 @@ def test_help_documents_exit_statuses(capsys):
     for code in ("130", "141", "  3 ", "  2 ", "  1 "):
         assert code in out, code
     assert "--debug" in out and "MORELLO_ASP_GROUND_TIMEOUT" in out
+
+
+@pytest.mark.parametrize("script", ["softmax.py", "conv.py"])
+def test_a_benchmark_script_refuses_a_bad_table_in_one_line(tmp_path, script):
+    """The benchmark scripts README points to have the CLI's error boundary: a memo table
+    that is not one (or was built by other rules) is one line and exit 2, not a traceback."""
+    bad = tmp_path / "bad.db"
+    bad.write_text("not a table\n")
+    root = Path(__file__).resolve().parent.parent
+    args = ["--only", "1x16384", "--no-torch"] if script == "softmax.py" else ["--only", "1x64x256x56x56x1x1"]
+    r = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / script), "--db", str(bad), "--rounds", "1", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    err = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    errors = [ln for ln in err if "error" in ln]  # progress lines (conv.py's) may precede it
+    assert len(errors) == 1 and err[-1] == errors[0], r.stderr
+    assert str(bad) in errors[0] and "not a memo table" in errors[0], r.stderr
