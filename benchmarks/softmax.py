@@ -110,11 +110,15 @@ def best_time(fn, min_time: float = 0.02) -> float:
     return best
 
 
+BAND_BYTES = int(os.environ.get("MORELLO_ASP_BAND_BYTES", 16384))
+
+
 def band_rows(case: Case) -> int:
     """Rows per band of the guided softmax(A @ B): the band's intermediate (rows x cols
-    f32) within 32 KiB, half of the target's L1, and at least two bands."""
+    f32) within 16 KiB, half of the L1 the avx2 target models (8 ways x 64 sets of 64
+    bytes), and at least two bands."""
     t = 1
-    while t * 2 * case.cols * 4 <= 32768 and t * 2 < case.rows and case.rows % (t * 2) == 0:
+    while t * 2 * case.cols * 4 <= BAND_BYTES and t * 2 < case.rows and case.rows % (t * 2) == 0:
         t *= 2
     return t
 
