@@ -290,7 +290,7 @@ def point_statement(spec: Spec, ct) -> str:
     combines it with the output's old value."""
     k = spec.k
     names = param_names(spec)
-    if any(k.merge(o) is not None for o in k.outputs):
+    if k.merged:
         return _merge_statement(spec, ct, names)
     lines = []
     for o in k.outputs:

@@ -10,7 +10,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from morello_asp.errors import CodegenError
-from morello_asp.kinds import COMBINERS, expr_operands, expr_ops, expr_red_dims
+from morello_asp.kinds import COMBINERS, NUMPY_OPS, eval_merge, expr_operands, expr_ops, expr_red_dims
 from morello_asp.spec import Spec
 
 
@@ -25,7 +25,7 @@ def reference(spec: Spec, *args: np.ndarray):
         from morello_asp.compose import reference_chain
 
         return reference_chain(spec, args, reference)
-    if any(k.merge(o) is not None for o in k.outputs):
+    if k.merged:
         return _merged(spec, args)
     outs = tuple(_evaluate(spec, o, args) for o in k.outputs)
     return outs[0] if len(outs) == 1 else outs
@@ -38,20 +38,14 @@ def _merged(spec: Spec, args):
     new = {o: _evaluate(spec, o, args, accumulate=False) for o in k.outputs}
     old = {o: np.asarray(args[o]).astype(new[o].dtype) for o in k.outputs}
 
-    def ev(e):
-        if e[0] == "old":
-            return old[e[1]]
-        if e[0] == "new":
-            return new[e[1]]
-        if e[0] == "const":
-            return _const(e[1], new[k.output].dtype)
-        return _NP_OPS[e[0]](*(ev(a) for a in e[1:]))
+    def const(c):
+        return _const(c, new[k.output].dtype)
 
     outs = []
     for o in k.outputs:
         m, c = k.merge(o), k.combiner(o)
         with np.errstate(invalid="ignore", over="ignore"):
-            v = ev(m) if m is not None else _REDUCE[c](old[o], new[o]) if c else new[o]
+            v = eval_merge(m, old, new, const) if m is not None else _REDUCE[c](old[o], new[o]) if c else new[o]
         outs.append(np.asarray(v).astype(np.asarray(args[o]).dtype))
     return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -73,16 +67,7 @@ def flops(spec: Spec) -> int:
 
 
 # ----------------------------------------------------------------------- evaluation
-_NP_OPS = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.divide,
-    "max": np.maximum,
-    "min": np.minimum,
-    "neg": np.negative,
-    "exp": np.exp,
-}
+_NP_OPS = NUMPY_OPS
 _REDUCE = {c: _NP_OPS[c] for c in COMBINERS}  # combiners are binary operators
 _CHUNK = 1 << 24  # values of the point grid evaluated at once
 

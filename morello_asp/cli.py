@@ -74,8 +74,8 @@ def one_line(text: str) -> str:
     return "; ".join(ln.strip() for ln in str(text).splitlines() if ln.strip())
 
 
-def say(kind: str, text) -> None:
-    print(f"morello-asp: {kind}: {one_line(text)}", file=sys.stderr, flush=True)
+def say(kind: str, text, prog: str = "morello-asp") -> None:
+    print(f"{prog}: {kind}: {one_line(text)}", file=sys.stderr, flush=True)
 
 
 def _raise_on_sigterm(signum, frame):
@@ -117,7 +117,8 @@ def _main(argv) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv  # accepted anywhere on the line
     argv = [a for a in argv if a != "--debug"]
-    try:
+
+    def run() -> int:
         parser = build_parser()
         try:
             args = parser.parse_args(argv)
@@ -127,24 +128,9 @@ def _main(argv) -> int:
         rc = args.func(args) or 0
         sys.stdout.flush()  # here, so that a closed pipe is seen here
         return rc
-    except UsageError as e:
-        say("error", e)
-        return EXIT_INPUT
-    except RefutedError as e:  # a check ran and failed: exit 1, as a refuted proof does
-        _trace(debug)
-        say("error", e)
-        return EXIT_REFUTED
-    except MorelloError as e:
-        _trace(debug)
-        say("error", e)
-        return EXIT_INPUT
-    except KeyboardInterrupt:
-        _trace(debug)
-        print("morello-asp: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        _silence_stdout()
-        return EXIT_PIPE
+
+    try:
+        return _guarded(run, "morello-asp", debug)
     except Exception as e:  # a bug: one line, the traceback with --debug
         _trace(debug)
         say(
@@ -155,20 +141,36 @@ def _main(argv) -> int:
         return EXIT_INTERNAL
 
 
-def run_script(fn, name: str) -> int:
-    """The error boundary of the benchmark scripts: an error a user can cause (a memo
-    table built by other rules, a bad spec) is one line and exit 2, Ctrl-C exit 130."""
+def _guarded(fn, prog: str, debug: bool) -> int:
+    """Run fn; an error a user can cause becomes one line on stderr and its exit status."""
     try:
         return fn() or 0
-    except RefutedError as e:
-        print(f"{name}: error: {e}", file=sys.stderr)
+    except UsageError as e:
+        say("error", e, prog)
+        return EXIT_INPUT
+    except RefutedError as e:  # a check ran and failed: exit 1, as a refuted proof does
+        _trace(debug)
+        say("error", e, prog)
         return EXIT_REFUTED
     except MorelloError as e:
-        print(f"{name}: error: {e}", file=sys.stderr)
+        _trace(debug)
+        say("error", e, prog)
         return EXIT_INPUT
     except KeyboardInterrupt:
-        print(f"{name}: interrupted", file=sys.stderr)
+        _trace(debug)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_PIPE
+
+
+def run_script(fn, name: str) -> int:
+    """The error boundary of the benchmark scripts, the CLI's: an error a user can cause
+    (a memo table built by other rules, a bad spec) is one line and exit 2, Ctrl-C exit
+    130; a bug keeps its traceback."""
+    try:
+        return _guarded(fn, name, debug=False)
     finally:
         workers = sys.modules.get("morello_asp.solver.clingo_run")
         if workers is not None:

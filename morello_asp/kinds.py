@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import clingo
+import numpy as np
 
 from .errors import MorelloError, RuleError
 from .naming import camel
@@ -32,6 +33,17 @@ if TYPE_CHECKING:
 Expr = tuple
 OPERATORS = {"add": 2, "sub": 2, "mul": 2, "div": 2, "max": 2, "min": 2, "neg": 1, "exp": 1}
 CONSTANTS = ("neg_inf", "pos_inf")
+# The operators as numpy functions (the reference semantics and the fills' check use them).
+NUMPY_OPS = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "max": np.maximum,
+    "min": np.minimum,
+    "neg": np.negative,
+    "exp": np.exp,
+}
 # A combiner and the value it starts from (what the accumulating variant's init kind must write).
 COMBINERS: dict[str, int | str] = {"add": 0, "mul": 1, "max": "neg_inf", "min": "pos_inf"}
 
@@ -141,11 +153,6 @@ class Kind:
         return tuple(sorted({d for v in self.values for d in expr_red_dims(v)} - merged))
 
     @property
-    def init_output(self) -> int:
-        """The first output an accumulating kind's fills initialise."""
-        return self.fills[0][0] if self.fills else self.output
-
-    @property
     def filled(self) -> tuple[int, ...]:
         """The outputs an accumulating kind reads back (each filled by to_accum first)."""
         return tuple(o for o, _ in self.fills)
@@ -153,6 +160,11 @@ class Kind:
     def merge(self, out: int) -> Expr | None:
         """Output `out`'s kind_merge/3, which only an accumulating variant applies."""
         return self.merges[self.outputs.index(out)] if self.merges and self.is_accum else None
+
+    @property
+    def merged(self) -> bool:
+        """Some output merges jointly with others (an accumulating kind with kind_merge/3)."""
+        return any(self.merge(o) is not None for o in self.outputs)
 
     def deps(self, rank: int) -> tuple[tuple[int, ...], ...]:
         """Per operand, the spec dimensions it depends on (in order)."""
@@ -211,19 +223,15 @@ class Kind:
             names = [dims[d] if d < len(dims) else f"d{d}" for d in red]
             how = f"{c} over {', '.join(names)} of " if c and red else f"{c} " if c else ""
             acc = f"{acc_text(o)} {'<-' if self.is_accum and c else '='} "
-            m = self.merge(o) if self.is_accum else None
+            m = self.merge(o)
             merged = f" (merged: {expr_text(m, self.params, dims)})" if m is not None else ""
             outs.append(acc + how + expr_text(e, self.params, dims) + merged)
         head = f"{self.name}[{' '.join(dims)}]"
         several = len(self.fills) > 1
-        inits = ", ".join(camel_of(i) + (f" ({self.params[o]})" if several else "") for o, i in self.fills)
+        inits = ", ".join(camel(i) + (f" ({self.params[o]})" if several else "") for o, i in self.fills)
         extra = f"; accumulates {self.accum_of}, initialised by {inits}" if self.is_accum else ""
         extra += "".join(f"; {dims[d]} defaults to {n}" for d, n in self.defaults)
         return f"{head}({ins}{' -> ' if ins else ''}{'; '.join(outs)}){extra}"
-
-
-def camel_of(k: str) -> str:
-    return k if k[:1].isupper() else camel(k)
 
 
 def expr_text(e: Expr, params, dims=None) -> str:
@@ -253,6 +261,18 @@ def expr_args(e: Expr) -> tuple:
 def expr_ops(e: Expr) -> int:
     """Arithmetic operators in `e` (for FLOP counts)."""
     return 0 if e[0] in ("op", "const", "old", "new") else 1 + sum(expr_ops(a) for a in expr_args(e))
+
+
+def eval_merge(e: Expr, old, new, const):
+    """A merge (kind_merge/3) with numpy's operators: old[o] and new[o] are output o's
+    contents and part, const(c) the value of a constant."""
+    if e[0] == "old":
+        return old[e[1]]
+    if e[0] == "new":
+        return new[e[1]]
+    if e[0] == "const":
+        return const(e[1])
+    return NUMPY_OPS[e[0]](*(eval_merge(a, old, new, const) for a in expr_args(e)))
 
 
 def expr_operands(e: Expr) -> set[int]:
@@ -357,8 +377,8 @@ def _check_fills(ka: Kind, kinds: dict[str, Kind], where: str) -> None:
     any-rank kind writing the combiner's identity (for a merge: a value the merge leaves
     every part unchanged from, checked on sample values)."""
     filled = dict(ka.fills)
-    for o, c, m in zip(ka.outputs, ka.combiners, ka.merges or (None,) * len(ka.outputs)):
-        if (c or m is not None) and o not in filled:
+    for o in ka.outputs:
+        if (ka.combiner(o) or ka.merge(o) is not None) and o not in filled:
             raise KindError(f"{where}: output {ka.params[o]} accumulates but has no fill (kind_accum_fill/3)")
     for o, init in ka.fills:
         if o not in ka.outputs or not (ka.combiner(o) or ka.merge(o) is not None):
@@ -377,42 +397,18 @@ def _check_fills(ka: Kind, kinds: dict[str, Kind], where: str) -> None:
                     f"{where}: init kind {init} writes {expr_text(ik.values[0], ik.params)}, but combiner "
                     f"{ka.combiner(o)} starts from {want}"
                 )
-    merged = [o for o in ka.outputs if ka.merge(o) is not None]
-    if not merged:
-        return
-    import math
+    merged = {o: m for o in ka.outputs if (m := ka.merge(o)) is not None}
 
-    def value(e, old, new):
-        if e[0] == "old":
-            return old[e[1]]
-        if e[0] == "new":
-            return new[e[1]]
-        if e[0] == "const":
-            return {"neg_inf": -math.inf, "pos_inf": math.inf}.get(e[1], e[1])
-        a = [value(x, old, new) for x in expr_args(e)]
-        ops = {
-            "add": lambda x, y: x + y,
-            "sub": lambda x, y: x - y,
-            "mul": lambda x, y: x * y,
-            "div": lambda x, y: x / y,
-            "max": max,
-            "min": min,
-            "neg": lambda x: -x,
-            "exp": math.exp,
-        }
-        if e[0] not in ops:
-            raise KindError(f"{where}: a merge may not use {e[0]} (operands are old(...) and new(...))")
-        return ops[e[0]](*a)
+    def const(c):
+        return {"neg_inf": -np.inf, "pos_inf": np.inf}.get(c, c)
 
-    old = {
-        o: {"neg_inf": -math.inf, "pos_inf": math.inf}.get(kinds[i].values[0][1], kinds[i].values[0][1])
-        for o, i in ka.fills
-    }
+    old = {o: const(kinds[i].values[0][1]) for o, i in ka.fills}
     for sample in ((0.5, 1.25), (-3.0, 2.0), (7.0, 0.125)):
         new = {o: sample[j % len(sample)] for j, o in enumerate(ka.outputs)}
-        for o in merged:
-            got = value(ka.merge(o), old, new)
-            if not math.isclose(got, new[o], rel_tol=1e-9, abs_tol=1e-12):
+        for o, m in merged.items():
+            with np.errstate(all="ignore"):
+                got = float(eval_merge(m, old, new, const))
+            if not np.isclose(got, new[o], rtol=1e-9, atol=1e-12):
                 raise KindError(
                     f"{where}: the fills are not the identity of {ka.params[o]}'s merge "
                     f"(merging {new} into the fills gives {got} for {ka.params[o]})"

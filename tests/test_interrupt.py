@@ -51,9 +51,21 @@ def count(db: Path, table: str) -> int:
         return 0
 
 
+def _default_sigint() -> None:
+    """A shell that starts the suite in the background leaves SIGINT ignored in what it
+    runs (POSIX), and Python then installs no handler; a user's terminal Ctrl-C reaches
+    a process with the default disposition, as the child gets here."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def synth(db: Path, **kw) -> subprocess.Popen:
     return subprocess.Popen(
-        [*CLI, "synth", SPEC, "--db", str(db), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw
+        [*CLI, "synth", SPEC, "--db", str(db), "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_sigint,
+        **kw,
     )
 
 
@@ -156,7 +168,11 @@ except Interrupted as e:
     print("interrupted", e.signum, clingo_run.workers())
 """
     p = subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path / "a.db")], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", script, str(tmp_path / "a.db")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=_default_sigint,
     )
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == f"interrupted {int(signal.SIGINT)} []", (p.stdout, p.stderr)

@@ -82,17 +82,16 @@ class ToAccum(Rewrite):
         k = node.spec.k
         what = f"to_accum of {node.spec.short()}: the fill then the accumulating variant"
         kinds = [c.spec.kind for c in node.stmts]
-        accum = next((a for a, kk in _accum_pairs() if kk == node.spec.kind), None)
-        if accum is None:
+        ka = _accum_kind(node)
+        if ka is None:
             return [Obligation(what, "refuted", f"{k.name} has no accumulating variant")]
-        from morello_asp.kinds import kind
         from morello_asp.naming import camel
 
-        want = [camel(i) for _, i in kind(accum).fills] + [accum]
+        want = [camel(i) for _, i in ka.fills] + [ka.name]
         if kinds != want:
             return [Obligation(what, "refuted", f"the block runs {kinds}, expected {want}")]
         shapes_ok = node.stmts[-1].spec.shape == node.spec.shape and all(
-            tuple(c.spec.shape) == tuple(node.spec.operand_shapes[o]) for c, o in zip(node.stmts, _filled(node))
+            tuple(c.spec.shape) == tuple(node.spec.operand_shapes[o]) for c, o in zip(node.stmts, ka.filled)
         )
         return [
             Obligation(what, "proved")
@@ -121,9 +120,15 @@ def _accum_pairs():
     return accum_pairs()
 
 
-def _filled(node) -> tuple[int, ...]:
-    """The operands the block's fills write, in order (its last child accumulates)."""
+def _accum_kind(node):
+    """The accumulating variant of the block's spec kind, or None."""
     from morello_asp.kinds import kind
 
     accum = next((a for a, kk in _accum_pairs() if kk == node.spec.kind), None)
-    return kind(accum).filled if accum else ()
+    return kind(accum) if accum else None
+
+
+def _filled(node) -> tuple[int, ...]:
+    """The operands the block's fills write, in order (its last child accumulates)."""
+    ka = _accum_kind(node)
+    return ka.filled if ka else ()
