@@ -77,6 +77,12 @@ class Engine:
         # are keyed by the hash of what was copied.
         self._files = snapshot(self.files)
         self.logic_hash = logic_hash(self._files)
+        # Then the copies lose their projections (solver/anonymous_vars.py): the same
+        # answers, grounded faster; the hash above is of what the files say.
+        from .anonymous_vars import name_anonymous_in_files
+        from .logic_files import with_includes
+
+        name_anonymous_in_files(with_includes(self._files))
         self._cache: dict[Spec, list[Expansion]] = {}
         self._class_cache: dict[Spec, list[Expansion]] = {}
         self._limited: dict[tuple[Spec, tuple], Spec] = {}

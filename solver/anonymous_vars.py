@@ -1,0 +1,101 @@
+"""Naming the anonymous variables of positive body literals before clingo grounds them.
+
+For a body literal with `_` arguments, such as `spec_operand(S, Op, _, _, _, _, _, _)`,
+gringo introduces a projection: an auxiliary predicate over the other arguments with a
+rule of its own, so that tuples differing only in the dropped arguments are joined once.
+In these rule files a projection almost never drops a duplicate (a spec has one
+spec_operand fact per operand), so each one only adds a rule to ground: a third of the
+ground rules of a Matmul batch were projections. With the `_` named by a fresh variable
+(which changes no answer: a variable that occurs once in a positive literal is free
+there, exactly as `_` is) the same batch grounds 1.5 times faster, answer set for answer
+set (`benchmarks/grounding.py`).
+
+Only copies are rewritten (the engine's snapshot, solver/logic_files.py); the files a
+user reads and edits keep their `_`. A `_` keeps its meaning inside a negative literal
+(`not p(X, _)`: no p(X, Y) for any Y), so it is left alone there, and in heads. Each
+`_` becomes one upper-case letter that the statement does not use, so lines and
+columns, which clingo's messages quote, stay where they were; a statement with too few
+free letters keeps its remaining `_`.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from pathlib import Path
+
+import clingo.ast as cast
+
+_INCLUDE = re.compile(rb'#include\s+"[^"]*"\s*\.')
+
+
+def _anonymous(node, out: list, names: set, negated: bool = False) -> None:
+    """Collect the locations of `_` outside negative literals, and every variable name."""
+    if node is None:
+        return
+    if not isinstance(node, cast.AST):  # a sequence of ASTs (ASTSequence)
+        for x in node:
+            _anonymous(x, out, names, negated)
+        return
+    t = node.ast_type
+    if t == cast.ASTType.Variable:
+        names.add(node.name)
+        if node.name == "_" and not negated:
+            out.append(node.location.begin)
+        return
+    if t == cast.ASTType.Literal and node.sign != cast.Sign.NoSign:
+        negated = True
+    for key in node.child_keys:
+        _anonymous(getattr(node, key), out, names, negated)
+
+
+def name_anonymous(text: str) -> str:
+    """`text` with the `_` of positive body literals named (same lines and columns).
+    Text clingo cannot parse is returned as it is: loading it reports the error."""
+    data = text.encode()
+    # #include is resolved by the snapshot, not here: blank it out (same length) so the
+    # parser does not open the included file.
+    blanked = _INCLUDE.sub(lambda m: b" " * len(m.group(0)), data)
+    edits: list[tuple[int, int, str]] = []  # (line, column, name), 1-based byte columns
+
+    def statement(st) -> None:
+        if st.ast_type not in (cast.ASTType.Rule, cast.ASTType.ShowTerm):
+            return
+        if st.location.begin.filename != "<string>":
+            return
+        spots: list = []
+        names: set = set()
+        _anonymous(st.body, spots, names)
+        if not spots:
+            return
+        _anonymous(st.head if st.ast_type == cast.ASTType.Rule else st.term, [], names)
+        free = [c for c in string.ascii_uppercase if c not in names]
+        for pos, name in zip(spots, free):
+            edits.append((pos.line, pos.column, name))
+
+    try:
+        cast.parse_string(blanked.decode(), statement, logger=lambda code, msg: None)
+    except RuntimeError:
+        return text
+    if not edits:
+        return text
+    lines = data.split(b"\n")
+    for line, col, name in edits:
+        row = lines[line - 1]
+        if row[col - 1 : col] != b"_":  # not where the parser said: leave the file alone
+            return text
+        lines[line - 1] = row[: col - 1] + name.encode() + row[col:]
+    return b"\n".join(lines).decode()
+
+
+def name_anonymous_in_files(paths) -> None:
+    """Rewrite each file in place (the engine's private copies)."""
+    for p in paths:
+        f = Path(p)
+        try:
+            text = f.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):  # clingo reports it when it loads the file
+            continue
+        new = name_anonymous(text)
+        if new != text:
+            f.write_text(new, encoding="utf-8")
