@@ -20,11 +20,16 @@ free letters keeps its remaining `_`.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import string
 from pathlib import Path
 
 import clingo.ast as cast
+from clingo import __version__ as clingo_version
+
+_VERSION = 1  # of the rewriting below: a change of it must not reuse cached results
 
 _INCLUDE = re.compile(rb'#include\s+"[^"]*"\s*\.')
 
@@ -88,6 +93,35 @@ def name_anonymous(text: str) -> str:
     return b"\n".join(lines).decode()
 
 
+_MEMO: dict[str, str] = {}
+
+
+def _named_cached(text: str) -> str:
+    """name_anonymous, remembered in this process and in the user's cache directory
+    (walking the syntax trees takes a quarter of a second for the shipped files, which
+    a warm query cannot afford)."""
+    got = _MEMO.get(text)
+    if got is not None:
+        return got
+    from morello_asp.user_cache import user_cache_dir
+
+    key = hashlib.sha256(f"{_VERSION}\0{clingo_version}\0".encode() + text.encode()).hexdigest()
+    path = user_cache_dir() / "named" / f"{key}.lp"
+    try:
+        got = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        got = name_anonymous(text)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(got, encoding="utf-8")
+            os.replace(tmp, path)  # whole or absent, whatever runs beside it
+        except OSError:  # a read-only cache: compute it every time
+            pass
+    _MEMO[text] = got
+    return got
+
+
 def name_anonymous_in_files(paths) -> None:
     """Rewrite each file in place (the engine's private copies)."""
     for p in paths:
@@ -96,6 +130,6 @@ def name_anonymous_in_files(paths) -> None:
             text = f.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):  # clingo reports it when it loads the file
             continue
-        new = name_anonymous(text)
+        new = _named_cached(text)
         if new != text:
             f.write_text(new, encoding="utf-8")

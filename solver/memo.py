@@ -121,6 +121,12 @@ class RectMemo:
     def _store_delete(self, seq) -> None:
         pass
 
+    def _need(self, key) -> None:
+        """Before the boxes of `key` are read or changed (a table loaded lazily)."""
+
+    def _need_all(self) -> None:
+        """Before every box is read."""
+
     def _add_loaded(self, seq, key, lo, hi, d, sort=False) -> None:
         self._nlim.setdefault(key, json.loads(key)["nlimits"])
         self._file(key, [seq, tuple(lo), tuple(hi), d], sort=sort)
@@ -190,6 +196,7 @@ class RectMemo:
         from .coords import to_coords
 
         key, p = to_coords(spec, self.levels)
+        self._need(key)
         n = len(p) - len(spec.limits)
         for b in self._g.get(key, {}).get(p[:n], ()):  # in sequence order: the first match wins
             if all(a <= x <= c for a, x, c in zip(b[1][n:], p[n:], b[2][n:])):
@@ -209,6 +216,7 @@ class RectMemo:
         self._insert_box(key, lo, hi, normalize(decision, spec))
 
     def _insert_box(self, key, lo, hi, decision) -> None:
+        self._need(key)
         if any(b[3] == decision and _contains(b[1], b[2], lo, hi) for b in self._meeting(key, lo, lo)):
             return  # already answered identically (an earlier equal box covers it)
         seq = self._store_insert(key, lo, hi, decision)
@@ -246,6 +254,7 @@ class RectMemo:
         pass
 
     def boxes(self):
+        self._need_all()
         for key, g in self._g.items():
             seen = set()
             for bs in g.values():

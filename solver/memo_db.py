@@ -85,20 +85,27 @@ class Decoder:
     def __init__(self):
         self._ranks: dict[str, tuple[int, ...]] = {}
         self._actions: dict[tuple, Action] = {}
+        # A third of a table's values are distinct (the same rewrite at the same cost per
+        # volume recurs): each text is decoded once per operand ranks. Decisions are frozen.
+        self._decisions: dict[tuple, Decision] = {}
 
     def __call__(self, val: str, key: str) -> Decision:
+        ranks = self._ranks.get(key)
+        if ranks is None:
+            ranks = self._ranks[key] = key_ranks(key)
+        d = self._decisions.get((val, ranks))
+        if d is not None:
+            return d
         o = json.loads(val)
         a = o["a"]
         if a is not None:
-            ranks = self._ranks.get(key)
-            if ranks is None:
-                ranks = self._ranks[key] = key_ranks(key)
             text = json.dumps(a, sort_keys=True)
             act = self._actions.get((text, ranks))
             if act is None:
                 act = self._actions[(text, ranks)] = Action.from_json(a, ranks)
             a = act
-        return Decision(a, Fraction(o["c"]), tuple(o["p"]), o["d"])
+        d = self._decisions[(val, ranks)] = Decision(a, Fraction(o["c"]), tuple(o["p"]), o["d"])
+        return d
 
 
 decode_decision = Decoder()  # shared by every table this process opens
@@ -267,27 +274,57 @@ class SqliteMemo(RectMemo):
         self._zeros = tuple(0 for _ in levels)
         self._coords: dict = {}  # spec class -> (key, point without limits)
         self.expansions_saved = 0
+        # Rows are read per key, when a look-up or an insertion first needs that key
+        # (_need): a query reads the few keys of its program, not the whole table.
+        self._loaded: set[str] = set()
+        self._all_loaded = False
         try:
-            for seq, key, lo, hi, val in self.con.execute("SELECT seq, key, lo, hi, value FROM decisions ORDER BY seq"):
-                lo, hi = json.loads(lo), json.loads(hi)
-                self._add_loaded(seq, key, lo, hi, decode_decision(val, key))
-                self._seen = max(self._seen, seq)
+            self._seen = self.con.execute("SELECT coalesce(max(seq), 0) FROM decisions").fetchone()[0]
             for kid, key in self.con.execute("SELECT id, key FROM ekeys"):
                 self._ekeys[key] = kid
                 self._ekeys_by_id[kid] = key
         except sqlite3.DatabaseError as e:
             self.con.close()
             raise _damaged(self.path, e) from None
+        atexit.register(self.close)
+
+    def _read_rows(self, rows) -> None:
+        """File rows (seq, key, lo, hi, value) read in sequence order; a row this version
+        cannot read is a MemoError naming the file."""
+        try:
+            for seq, key, lo, hi, val in rows:
+                self._add_loaded(seq, key, json.loads(lo), json.loads(hi), decode_decision(val, key))
+        except sqlite3.DatabaseError as e:
+            raise _damaged(self.path, e) from None
         except (ValueError, KeyError, TypeError, IndexError, MorelloError) as e:
-            self.con.close()
             raise MemoError(
                 f"memo table {self.path} has a row this version cannot read ({type(e).__name__}: {e}); "
                 "use another file (or delete this one)"
             ) from None
-        for g in self._g.values():
-            for bs in g.values():
-                bs.sort(key=lambda b: b[0])
-        atexit.register(self.close)
+
+    def _need(self, key) -> None:
+        if key in self._loaded or self._all_loaded:
+            return
+        self._loaded.add(key)
+        self._read_rows(
+            self.con.execute(
+                "SELECT seq, key, lo, hi, value FROM decisions WHERE key = ? AND seq <= ? ORDER BY seq",
+                (key, self._seen),
+            )
+        )
+
+    def _need_all(self) -> None:
+        if self._all_loaded:
+            return
+        loaded = self._loaded
+        self._all_loaded = True
+        self._read_rows(
+            row
+            for row in self.con.execute(
+                "SELECT seq, key, lo, hi, value FROM decisions WHERE seq <= ? ORDER BY seq", (self._seen,)
+            )
+            if row[1] not in loaded
+        )
 
     def _init_tables(self, want: dict) -> dict:
         """Create the tables in a new file; in one of ours, add what a newer version adds
@@ -303,6 +340,8 @@ class SqliteMemo(RectMemo):
                     "key TEXT, lo TEXT, hi TEXT, value TEXT)"
                 )
                 self.con.execute("CREATE TABLE IF NOT EXISTS ekeys(id INTEGER PRIMARY KEY, key TEXT UNIQUE)")
+                # Rows are read per key (_need); older tables get the index when opened.
+                self.con.execute("CREATE INDEX IF NOT EXISTS decisions_by_key ON decisions(key, seq)")
                 self.con.execute(
                     "CREATE TABLE IF NOT EXISTS expansions(kid INTEGER, point TEXT, value BLOB, "
                     "PRIMARY KEY(kid, point)) WITHOUT ROWID"
@@ -344,8 +383,8 @@ class SqliteMemo(RectMemo):
         n = 0
         for seq, key, lo, hi, val in rows:
             self._seen = max(self._seen, seq)
-            if seq in self._mine:
-                continue
+            if seq in self._mine or not (self._all_loaded or key in self._loaded):
+                continue  # ours, or of a key not read yet (_need reads it whole)
             lo, hi = json.loads(lo), json.loads(hi)
             self._add_loaded(seq, key, lo, hi, decode_decision(val, key), sort=True)
             n += 1

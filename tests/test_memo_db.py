@@ -200,3 +200,26 @@ def test_snapshots_of_processes_that_are_gone_are_removed(tmp_path):
         (d / "x").mkdir(parents=True)
     _remove_orphans(tmp_path)
     assert not dead.exists() and live.exists()
+
+
+def test_a_look_up_reads_only_the_rows_of_its_key(tmp_path):
+    """A table is read per key when first needed: answering one spec reads the rows of
+    its key, not the whole file; listing every box reads the rest, and the two agree
+    with the rows on disk."""
+    from morello_asp.solver.coords import to_coords
+    from morello_asp.solver.engine import get_engine
+    from morello_asp.solver.memo_db import open_memo
+
+    db = tmp_path / "t.db"
+    imp = synthesize("Matmul(4x4x4, f32)", db=db)
+    engine = get_engine()
+    m = open_memo(db, engine)
+    with sqlite3.connect(str(db)) as c:
+        keys = {k for (k,) in c.execute("SELECT DISTINCT key FROM decisions")}
+    assert len(keys) > 3
+    spec = parse_spec("Matmul(4x4x4, f32)")
+    d = m.get(spec)
+    assert d is not None and d.cost == imp.cost.main
+    assert m._loaded == {to_coords(spec, m.levels)[0]}
+    assert len(list(m.boxes())) == rows(db)
+    m.close()

@@ -105,3 +105,21 @@ def test_user_layout_with_padding_is_rejected_when_scheduled():
 
     with pytest.raises(LegalityError, match="padding"):
         parse_spec("Matmul(8x8x8, f32)").move_param(1, "GL", "[0, 2, 1, 2 p(3)]")
+
+
+def test_catalog_proofs_are_remembered_only_when_they_succeed(tmp_path, monkeypatch):
+    """An engine proves the layout catalog when it starts; a proof that succeeded is kept
+    in the cache directory (a marker per layout), one that fails is proved and reported
+    every time."""
+    from morello_asp.solver.catalog_proofs import prove_catalog_layout_cached
+
+    monkeypatch.setenv("MORELLO_ASP_CACHE", str(tmp_path))
+    good = Layout.parse("[0, 1, 1 p(16)]", 2)
+    assert prove_catalog_layout_cached(good, 2) == (True, None)
+    markers = list((tmp_path / "proofs").iterdir())
+    assert len(markers) == 1 and str(good) in markers[0].read_text()
+    assert prove_catalog_layout_cached(good, 2) == (True, None)  # from the marker
+    bad = Layout.parse("[0, 1 p(4)]", 2, validate=False)  # dim 1 folded modulo 4: aliases
+    proved, ob = prove_catalog_layout_cached(bad, 2)
+    assert not proved and ob.status == "refuted"
+    assert len(list((tmp_path / "proofs").iterdir())) == 1
