@@ -318,6 +318,7 @@ _SIGS = (
     ("kind_unit", 3),
     ("kind_merge", 3),
     ("kind_accum_fill", 3),
+    ("kind_batch", 2),
 )
 
 
@@ -369,7 +370,25 @@ def _build(atoms, source_of) -> dict[str, Kind]:
         if init not in kinds:
             raise KindError(f"{where}: kind_accum/3 initialises with {init!r}, which is not a kind")
         _check_fills(kinds[ka], kinds, where)
+    for a in atoms["kind_batch"]:
+        k, name = str(a.arguments[0]), str(a.arguments[1])
+        _check_batch(kinds[k], name, f"{source_of(k)}: kind {k}")
     return kinds
+
+
+def _check_batch(k: Kind, name: str, where: str) -> None:
+    """A batch dimension (kind_batch/2) indexes every operand by itself: the search loops
+    over it before anything else (rules/batch_first.lp), which is only free if no value
+    is reused across it."""
+    if k.dims is None or name not in k.dims:
+        raise KindError(f"{where}: kind_batch/2 names {name}, which is not a dimension of the kind")
+    d = k.dims.index(name)
+    for op, acc in zip(k.params, k.accesses or ()):
+        if not any(a.single == d for a in acc):
+            raise KindError(
+                f"{where}: kind_batch/2 names {name}, but operand {op} is not indexed by it alone "
+                "(a batch dimension indexes every operand)"
+            )
 
 
 def _check_fills(ka: Kind, kinds: dict[str, Kind], where: str) -> None:

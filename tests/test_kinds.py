@@ -267,6 +267,13 @@ def test_z3_refutes_a_view_past_the_operand(conv1):
             "kind_merge(bad_g, out, add(old(out), x)). kind_accum(bad_g_accum, bad_g, zero).",
             "reads operands or reduces",
         ),
+        (
+            "kind(bad_h). kind_dim(bad_h, 0, m). kind_dim(bad_h, 1, n). kind_operand(bad_h, 0, x). "
+            "kind_operand(bad_h, 1, out). kind_output(bad_h, out). kind_access(bad_h, x, (m, n)). "
+            "kind_access(bad_h, out, (m,)). kind_value(bad_h, out, x). kind_combine(bad_h, out, add). "
+            "kind_batch(bad_h, n).",
+            "operand out is not indexed by it alone",
+        ),
     ],
 )
 def test_malformed_declarations_are_refused_by_name(tmp_path, decl, problem):
