@@ -1,7 +1,9 @@
 """Synthesis speed from an empty memo: wall time, specs solved, specs/s, and how much
 of the time clingo (grounding + solving the rule files) takes.
 
-    python benchmarks/synthesis.py --sizes 4 8 16 [--plot synth.png]
+    python benchmarks/synthesis.py --sizes 4 8 16 [--batches 1 4] [--plot synth.png]
+
+With --batches, each size runs once per batch (Matmul BxNxNxN), in the order given.
 """
 
 from __future__ import annotations
@@ -15,14 +17,15 @@ from morello_asp.solver.engine import Engine
 from morello_asp.solver.memo import DictMemo
 
 
-def run(n: int, dtype: str = "f32") -> dict:
+def run(n: int, dtype: str = "f32", batch: int = 1) -> dict:
     engine = Engine("avx2")  # fresh: no expansion cache carried between sizes
     search = Search(engine, DictMemo())
     t0 = time.perf_counter()
-    imp = search.build(parse_spec(f"Matmul({n}x{n}x{n}, {dtype})"))
+    imp = search.build(parse_spec(f"Matmul({batch}x{n}x{n}x{n}, {dtype})"))
     wall = time.perf_counter() - t0
     return {
         "n": n,
+        "batch": batch,
         "wall": wall,
         "solved": search.stats.solved,
         "classes": engine.stats.specs,
@@ -36,18 +39,19 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", type=int, nargs="+", default=[4, 8, 16, 32, 64])
     ap.add_argument("--dtype", default="f32")
+    ap.add_argument("--batches", type=int, nargs="+", default=[1], help="batch sizes (Matmul BxNxNxN)")
     ap.add_argument("--plot", help="write a chart of wall time per size")
     args = ap.parse_args(argv)
     rows = []
     print(
-        f"{'n':>5} {'wall s':>9} {'specs solved':>13} {'specs/s':>9} {'classes grounded':>17} "
+        f"{'n':>5} {'batch':>5} {'wall s':>9} {'specs solved':>13} {'specs/s':>9} {'classes grounded':>17} "
         f"{'clingo calls':>13} {'clingo share':>13} {'cost':>8}"
     )
-    for n in args.sizes:
-        r = run(n, args.dtype)
+    for n, b in [(n, b) for n in args.sizes for b in args.batches]:
+        r = run(n, args.dtype, b)
         rows.append(r)
         print(
-            f"{n:>5} {r['wall']:>9.2f} {r['solved']:>13} {r['solved'] / r['wall']:>9.0f} {r['classes']:>17} "
+            f"{n:>5} {b:>5} {r['wall']:>9.2f} {r['solved']:>13} {r['solved'] / r['wall']:>9.0f} {r['classes']:>17} "
             f"{r['calls']:>13} {r['clingo'] / r['wall']:>12.0%} {r['cost']:>8}",
             flush=True,
         )
@@ -58,7 +62,10 @@ def main(argv=None):
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(5, 3.5))
-        ax.semilogy([r["n"] for r in rows], [r["wall"] for r in rows], "o-")
+        for b in args.batches:
+            mine = [r for r in rows if r["batch"] == b]
+            ax.semilogy([r["n"] for r in mine], [r["wall"] for r in mine], "o-", label=f"batch {b}")
+        ax.legend()
         ax.set_xlabel("n (Matmul n x n x n)")
         ax.set_ylabel("synthesis wall time, s")
         ax.set_title("morello-asp synthesis from an empty memo")
@@ -68,4 +75,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    from morello_asp.cli import run_script
+
+    raise SystemExit(run_script(main, "synthesis.py"))
