@@ -4,11 +4,11 @@ For a body literal with `_` arguments, such as `spec_operand(S, Op, _, _, _, _, 
 gringo introduces a projection: an auxiliary predicate over the other arguments with a
 rule of its own, so that tuples differing only in the dropped arguments are joined once.
 In these rule files a projection almost never drops a duplicate (a spec has one
-spec_operand fact per operand), so each one only adds a rule to ground: a third of the
+spec_operand fact per operand), so each one only adds a rule to ground: a quarter of the
 ground rules of a Matmul batch were projections. With the `_` named by a fresh variable
 (which changes no answer: a variable that occurs once in a positive literal is free
-there, exactly as `_` is) the same batch grounds 1.5 times faster, answer set for answer
-set (`benchmarks/grounding.py`).
+there, exactly as `_` is) the same batch grounds about 1.5 times faster and the whole
+clingo call 1.3-1.4 times, answer set for answer set (`benchmarks/grounding.py`).
 
 Only copies are rewritten (the engine's snapshot, solver/logic_files.py); the files a
 user reads and edits keep their `_`. A `_` keeps its meaning inside a negative literal
