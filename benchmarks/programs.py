@@ -1,0 +1,63 @@
+"""Saved programs of one f32 Matmul spec (`synth ... --out F.json`) timed beside numpy
+in one process: each is checked against numpy, then every program and numpy run once per
+round, interleaved; "paired" is the median of the per-round ratios.
+
+    python benchmarks/programs.py a.json b.json [--rounds 9]
+
+Used to compare the programs that two rule sets give for the same spec.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+
+os.environ["OPENBLAS_NUM_THREADS"] = "1"  # must precede numpy's import
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import compile_checked  # noqa: E402
+
+from morello_asp.codegen.baseline import time_python  # noqa: E402
+from morello_asp.errors import InputError  # noqa: E402
+from morello_asp.serialize import load  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("programs", nargs="+", help="program JSON files of one Matmul spec")
+    ap.add_argument("--rounds", type=int, default=9)
+    args = ap.parse_args(argv)
+    impls = [load(p) for p in args.programs]
+    specs = {str(i.spec.without_limits) for i in impls}
+    if len(specs) != 1 or impls[0].spec.kind != "Matmul":
+        raise InputError(f"programs.py: the programs must be of one Matmul spec, not {sorted(specs)}")
+    fns = compile_checked(impls)
+    b, m, k, n = impls[0].spec.shape
+    rng = np.random.default_rng(0)
+    x = rng.random((b, m, k), dtype=np.float32)
+    y = rng.random((b, k, n), dtype=np.float32)
+    ours: list[list[float]] = [[] for _ in fns]
+    theirs: list[float] = []
+    for _ in range(args.rounds):
+        for i, f in enumerate(fns):
+            ours[i].append(f.benchmark(reps=3, min_time=0.02).seconds)
+        theirs.append(time_python(lambda: np.matmul(x, y), reps=3, min_time=0.02))
+    print(f"{specs.pop()}, {args.rounds} interleaved rounds, numpy single-threaded")
+    print("| program | cost | median us | numpy / ours (paired) |")
+    print("|---|---|---|---|")
+    for p, imp, t in zip(args.programs, impls, ours):
+        paired = statistics.median(a / o for a, o in zip(theirs, t))
+        print(f"| {p} | {imp.cost.main:,} | {statistics.median(t) * 1e6:.1f} | {paired:.2f} |")
+    print(f"| numpy | | {statistics.median(theirs) * 1e6:.1f} | |")
+    return 0
+
+
+if __name__ == "__main__":
+    from morello_asp.cli import run_script
+
+    raise SystemExit(run_script(main, "programs.py"))
