@@ -35,7 +35,7 @@ def test_keeps_includes_and_text_it_cannot_parse():
 
 
 def test_the_engine_copies_answer_as_the_files_as_written():
-    """A batch of Matmul, Move and Zero classes at several levels and layouts: the shown
+    """A batch of Matmul, MatmulAccum, Zero and Softmax classes at several levels and strides: the shown
     atoms of one clingo call on the copies equal those on the files as written."""
     engine = Engine("avx2")
     specs = [
