@@ -1,6 +1,7 @@
 """The user's cache directory, $MORELLO_ASP_CACHE or ~/.cache/morello-asp: compiled
 modules (codegen.build) and the default memo tables (solver.memo_db.default_table) live
-there, side by side."""
+there, side by side, with what an engine remembers between runs (solver/anonymous_vars.py,
+solver/catalog_proofs.py)."""
 
 from __future__ import annotations
 
@@ -11,3 +12,15 @@ from pathlib import Path
 def user_cache_dir() -> Path:
     env = os.environ.get("MORELLO_ASP_CACHE")
     return Path(env or Path.home() / ".cache" / "morello-asp")
+
+
+def keep(path: Path, text: str) -> None:
+    """Write `text` to `path` in the cache whole or not at all (another process may read
+    it meanwhile); a cache that cannot be written keeps nothing."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass

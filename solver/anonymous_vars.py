@@ -21,10 +21,8 @@ free letters keeps its remaining `_`.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import string
-from pathlib import Path
 
 import clingo.ast as cast
 from clingo import __version__ as clingo_version
@@ -103,7 +101,7 @@ def _named_cached(text: str) -> str:
     got = _MEMO.get(text)
     if got is not None:
         return got
-    from morello_asp.user_cache import user_cache_dir
+    from morello_asp.user_cache import keep, user_cache_dir
 
     key = hashlib.sha256(f"{_VERSION}\0{clingo_version}\0".encode() + text.encode()).hexdigest()
     path = user_cache_dir() / "named" / f"{key}.lp"
@@ -111,21 +109,21 @@ def _named_cached(text: str) -> str:
         got = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         got = name_anonymous(text)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(got, encoding="utf-8")
-            os.replace(tmp, path)  # whole or absent, whatever runs beside it
-        except OSError:  # a read-only cache: compute it every time
-            pass
+        keep(path, got)  # a read-only cache: computed every time
     _MEMO[text] = got
     return got
 
 
-def name_anonymous_in_files(paths) -> None:
-    """Rewrite each file in place (the engine's private copies)."""
-    for p in paths:
-        f = Path(p)
+def name_anonymous_in_snapshot(files) -> None:
+    """Rewrite in place the snapshot's copies among `files` (an engine's snapshot,
+    solver/logic_files.py) and the files they #include. A file #included by an absolute
+    path is read where it lies, a shipped or a user's file: it is never written, and
+    keeps its projections."""
+    from .logic_files import in_snapshot, with_includes
+
+    for f in with_includes(files):
+        if not in_snapshot(f):
+            continue
         try:
             text = f.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):  # clingo reports it when it loads the file

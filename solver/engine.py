@@ -79,10 +79,9 @@ class Engine:
         self.logic_hash = logic_hash(self._files)
         # Then the copies lose their projections (solver/anonymous_vars.py): the same
         # answers, grounded faster; the hash above is of what the files say.
-        from .anonymous_vars import name_anonymous_in_files
-        from .logic_files import with_includes
+        from .anonymous_vars import name_anonymous_in_snapshot
 
-        name_anonymous_in_files(with_includes(self._files))
+        name_anonymous_in_snapshot(self._files)
         self._cache: dict[Spec, list[Expansion]] = {}
         self._class_cache: dict[Spec, list[Expansion]] = {}
         self._limited: dict[tuple[Spec, tuple], Spec] = {}

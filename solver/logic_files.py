@@ -212,6 +212,13 @@ def _remove_snapshots() -> None:
             shutil.rmtree(d, ignore_errors=True)
 
 
+def in_snapshot(f) -> bool:
+    """Whether `f` is one of the snapshots' copies (a file #included by an absolute path
+    is read where it lies, not copied)."""
+    path = str(Path(f).resolve())
+    return any(path.startswith(root + os.sep) for root in _SNAPSHOTS)
+
+
 def unsnapshot(text: str) -> str:
     """`text` (a path, or a message of clingo's) with snapshots' paths back to the
     originals the user knows."""

@@ -4,6 +4,8 @@ columns kept for clingo's messages."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from morello_asp import parse_spec
 from morello_asp.solver import clingo_run
 from morello_asp.solver.anonymous_vars import name_anonymous
@@ -57,3 +59,20 @@ def test_the_engine_copies_answer_as_the_files_as_written():
     atoms = sorted(ans_a.split())
     assert len(atoms) > 500  # the batch has rewrites to compare
     assert atoms == sorted(ans_b.split())
+
+
+def test_a_file_included_by_an_absolute_path_is_never_written(tmp_path):
+    """The engine rewrites its snapshot's copies only. A file #included by an absolute
+    path is read where it lies (the calibrated-target tests include the shipped avx2
+    kernels so), so it must keep its text, `_` and all."""
+    shared = tmp_path / "elsewhere" / "helper.lp"
+    shared.parent.mkdir()
+    text = "% a user's helper\nmy_kind_seen(K) :- spec(S, K), spec_dim(S, _, _).\n"
+    shared.write_text(text)
+    entry = tmp_path / "mine.lp"
+    entry.write_text(f'#include "{shared}".\nmy_spec_seen(S) :- spec(S, _).\n')
+    engine = Engine("avx2", (str(entry),))
+    assert shared.read_text() == text
+    assert entry.read_text().endswith("my_spec_seen(S) :- spec(S, _).\n")
+    copy = Path(engine._files[-1])
+    assert copy != entry and copy.read_text().endswith("my_spec_seen(S) :- spec(S, A).\n")
