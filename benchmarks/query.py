@@ -57,15 +57,11 @@ def main(argv=None) -> int:
                 raise SystemExit("query.py: the two revisions print different programs")
             a.append(ta)
             b.append(tb)
-    with_rows = "?"
-    try:
-        import sqlite3
+    import sqlite3
 
-        with sqlite3.connect(args.db) as c:
-            with_rows = f"{c.execute('SELECT count(*) FROM decisions').fetchone()[0]:,}"
-    except Exception:
-        pass
-    print(f"query {args.spec} on {args.db} ({with_rows} rows), {args.rounds} interleaved rounds")
+    with sqlite3.connect(args.db) as c:  # both revisions read it as a memo table above
+        rows = c.execute("SELECT count(*) FROM decisions").fetchone()[0]
+    print(f"query {args.spec} on {args.db} ({rows:,} rows), {args.rounds} interleaved rounds")
     print(f"| base {args.base} s (median) | this checkout s (median) | speed-up (paired median) |")
     print("|---|---|---|")
     r = statistics.median(x / y for x, y in zip(a, b))

@@ -11,7 +11,6 @@ prove is proved (and reported) every time.
 from __future__ import annotations
 
 import hashlib
-import os
 from functools import cache
 from pathlib import Path
 
@@ -35,7 +34,7 @@ def _code_stamp() -> str:
 
 def prove_catalog_layout_cached(lay, rank: int):
     """(proved, the obligation when not proved), as verify.prove_catalog_layout says."""
-    from morello_asp.user_cache import user_cache_dir
+    from morello_asp.user_cache import keep, user_cache_dir
 
     key = hashlib.sha256(f"{_code_stamp()}\0{rank}\0{lay!r}".encode()).hexdigest()
     marker = user_cache_dir() / "proofs" / key
@@ -46,11 +45,5 @@ def prove_catalog_layout_cached(lay, rank: int):
     ob = prove_catalog_layout(lay, rank)
     if ob.status != "proved":
         return False, ob
-    try:
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        tmp = marker.with_name(f"{key}.{os.getpid()}.tmp")
-        tmp.write_text(f"{lay} (rank {rank}): {ob.what}\n")
-        os.replace(tmp, marker)
-    except OSError:  # a read-only cache: prove it every time
-        pass
+    keep(marker, f"{lay} (rank {rank}): {ob.what}\n")  # a read-only cache: proved every time
     return True, None
