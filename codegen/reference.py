@@ -10,7 +10,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from morello_asp.errors import CodegenError
-from morello_asp.kinds import COMBINERS, NUMPY_OPS, eval_merge, expr_operands, expr_ops, expr_red_dims
+from morello_asp.kinds import COMBINERS, NUMPY_OPS, eval_merge, expr_operands, expr_ops, expr_red_dims, numpy_op
 from morello_asp.spec import Spec
 
 
@@ -67,7 +67,7 @@ def flops(spec: Spec) -> int:
 
 
 # ----------------------------------------------------------------------- evaluation
-_NP_OPS = NUMPY_OPS
+_NP_OPS = {name: numpy_op(name) for name in NUMPY_OPS}
 _REDUCE = {c: _NP_OPS[c] for c in COMBINERS}  # combiners are binary operators
 _CHUNK = 1 << 24  # values of the point grid evaluated at once
 

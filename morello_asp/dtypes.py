@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import TYPE_CHECKING
 
-import ml_dtypes
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+
+
+_NP_DTYPES: dict[str, np.dtype] = {}
 
 
 class Dtype(Enum):
@@ -23,7 +27,24 @@ class Dtype(Enum):
         self.short = short
         self.nbytes = nbytes
         self.c_type = c_type
-        self.np_dtype = np.dtype(ml_dtypes.bfloat16) if np_name == "bfloat16" else np.dtype(np_name)
+        self.np_name = np_name
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        """The numpy dtype of the values (numpy and ml_dtypes are imported on first use:
+        a `query` needs neither)."""
+        d = _NP_DTYPES.get(self.np_name)
+        if d is None:
+            import numpy as np
+
+            if self.np_name == "bfloat16":
+                import ml_dtypes
+
+                d = np.dtype(ml_dtypes.bfloat16)
+            else:
+                d = np.dtype(self.np_name)
+            _NP_DTYPES[self.np_name] = d
+        return d
 
     def __str__(self) -> str:
         return self.short
@@ -40,6 +61,8 @@ class Dtype(Enum):
     def raw_dtype(self) -> np.dtype:
         """The numpy dtype of the C buffer's words: the same as np_dtype except for bf16,
         whose words are uint16 (the raw bits a caller may also pass)."""
+        import numpy as np
+
         return np.dtype(np.uint16) if self is Dtype.BF16 else self.np_dtype
 
     @classmethod

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import clingo
-import numpy as np
 
 from .errors import MorelloError, RuleError
 from .naming import camel
@@ -33,17 +32,27 @@ if TYPE_CHECKING:
 Expr = tuple
 OPERATORS = {"add": 2, "sub": 2, "mul": 2, "div": 2, "max": 2, "min": 2, "neg": 1, "exp": 1}
 CONSTANTS = ("neg_inf", "pos_inf")
-# The operators as numpy functions (the reference semantics and the fills' check use them).
+# The operators' numpy functions, by name (the reference semantics and the fills' check
+# use them; numpy is imported when one is called, not when the kinds are read).
 NUMPY_OPS = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.divide,
-    "max": np.maximum,
-    "min": np.minimum,
-    "neg": np.negative,
-    "exp": np.exp,
+    "add": "add",
+    "sub": "subtract",
+    "mul": "multiply",
+    "div": "divide",
+    "max": "maximum",
+    "min": "minimum",
+    "neg": "negative",
+    "exp": "exp",
 }
+
+
+def numpy_op(name: str):
+    """Operator `name` as its numpy function."""
+    import numpy as np
+
+    return getattr(np, NUMPY_OPS[name])
+
+
 # A combiner and the value it starts from (what the accumulating variant's init kind must write).
 COMBINERS: dict[str, int | str] = {"add": 0, "mul": 1, "max": "neg_inf", "min": "pos_inf"}
 
@@ -272,7 +281,7 @@ def eval_merge(e: Expr, old, new, const):
         return new[e[1]]
     if e[0] == "const":
         return const(e[1])
-    return NUMPY_OPS[e[0]](*(eval_merge(a, old, new, const) for a in expr_args(e)))
+    return numpy_op(e[0])(*(eval_merge(a, old, new, const) for a in expr_args(e)))
 
 
 def expr_operands(e: Expr) -> set[int]:
@@ -417,6 +426,7 @@ def _check_fills(ka: Kind, kinds: dict[str, Kind], where: str) -> None:
                     f"{ka.combiner(o)} starts from {want}"
                 )
     merged = {o: m for o in ka.outputs if (m := ka.merge(o)) is not None}
+    import numpy as np
 
     def const(c):
         return {"neg_inf": -np.inf, "pos_inf": np.inf}.get(c, c)
@@ -652,9 +662,31 @@ _LOADED: set[str] = set()
 
 @functools.cache
 def _builtin() -> dict[str, Kind]:
+    """The built-in kinds, from the user's cache when the kind files, this module and
+    clingo are the ones they were built from (grounding and reading the declarations
+    through clingo's API was a sixth of a warm `query`)."""
+    import hashlib
+    import pickle
+    import sys
+
+    from .user_cache import keep, user_cache_dir
+
     files = builtin_files()
-    atoms = _ground(files)
-    return _build(atoms, lambda k: _source(k, files))
+    h = hashlib.sha256(f"{sys.version}\0{clingo.__version__}\0".encode())
+    for f in (Path(__file__), Path(__file__).with_name("naming.py"), *files):
+        h.update(f"{f.name}\0".encode() + f.read_bytes() + b"\0")
+    cached = user_cache_dir() / "kinds" / h.hexdigest()
+    try:
+        # The cache holds what this code pickled from these files (the user's own
+        # directory, like Python's __pycache__); anything unreadable is built again.
+        kinds = pickle.loads(cached.read_bytes())
+        if isinstance(kinds, dict) and all(isinstance(k, Kind) for k in kinds.values()):
+            return kinds
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+        pass
+    kinds = _build(_ground(files), lambda k: _source(k, files))
+    keep(cached, pickle.dumps(kinds))
+    return kinds
 
 
 @functools.cache

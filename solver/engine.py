@@ -8,6 +8,8 @@ Expansions are cached by spec.
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import as_completed
@@ -70,18 +72,16 @@ class Engine:
 
         check_logic_files(self.files)
         kinds.load(self.files[len(self.files) - len(rules) :] if rules else ())  # the user's kinds, if any
-        from .logic_files import snapshot
-        from .memo_db import logic_hash
+        from .logic_files import read_logic
+        from .memo_db import contents_hash
 
-        # The engine grounds copies taken now (logic_files.snapshot), and its memo tables
-        # are keyed by the hash of what was copied.
-        self._files = snapshot(self.files)
-        self.logic_hash = logic_hash(self._files)
-        # Then the copies lose their projections (solver/anonymous_vars.py): the same
-        # answers, grounded faster; the hash above is of what the files say.
-        from .anonymous_vars import name_anonymous_in_snapshot
-
-        name_anonymous_in_snapshot(self._files)
+        # The engine grounds copies of the files as they are now (logic_files.snapshot),
+        # and its memo tables are keyed by the hash of their contents. The copies are
+        # written when the engine first grounds (a warm query may never).
+        self._contents = read_logic(self.files)
+        self.logic_hash = contents_hash(self._contents)
+        self._snapshot: tuple[str, ...] | None = None
+        self._snapshot_lock = threading.Lock()
         self._cache: dict[Spec, list[Expansion]] = {}
         self._class_cache: dict[Spec, list[Expansion]] = {}
         self._limited: dict[tuple[Spec, tuple], Spec] = {}
@@ -96,8 +96,33 @@ class Engine:
         if not all(is_shipped(f) for f in self.files):
             self._run([], 0)
 
-    def _load_catalog(self) -> list[str]:
-        """Number the catalog's layout terms (layout_cand/3) once per engine."""
+    @property
+    def _files(self) -> tuple[str, ...]:
+        """The snapshot's copies of the files, which clingo grounds; written on first use,
+        then without their projections (solver/anonymous_vars.py): the same answers,
+        grounded faster (the hash is of what the files say)."""
+        if self._snapshot is None:
+            with self._snapshot_lock:
+                if self._snapshot is None:
+                    from .anonymous_vars import name_anonymous_in_snapshot
+                    from .logic_files import snapshot
+
+                    files = snapshot(self.files, self._contents)
+                    name_anonymous_in_snapshot(files)
+                    self._snapshot = files
+        return self._snapshot
+
+    def _catalog_terms(self) -> list[tuple[clingo.Symbol, clingo.Symbol]]:
+        """(rank, layout term) of each layout_cand/3 atom, in clingo's order. Grounding the
+        rule files for them was a tenth of a warm `query`, so they are remembered in the
+        user's cache under the hash of the files (and clingo's version)."""
+        from morello_asp.user_cache import keep, user_cache_dir
+
+        cached = user_cache_dir() / "catalogs" / f"{self.logic_hash}-{clingo.__version__}"
+        try:
+            return [(clingo.Number(int(r)), clingo.parse_term(t)) for r, t in json.loads(cached.read_text())]
+        except (OSError, ValueError, TypeError, RuntimeError):
+            pass
         messages: list[str] = []
         ctl = clingo.Control(["--warn=none"], logger=lambda c, m: messages.append(m))
         try:
@@ -106,6 +131,14 @@ class Engine:
             ctl.ground([("base", [])])
         except RuntimeError:
             raise RuleError("clingo cannot load the logic files:\n" + unsnapshot("\n".join(messages))) from None
+        terms = [
+            (a.symbol.arguments[0], a.symbol.arguments[1]) for a in ctl.symbolic_atoms.by_signature("layout_cand", 3)
+        ]
+        keep(cached, json.dumps([[r.number, str(t)] for r, t in terms]))
+        return terms
+
+    def _load_catalog(self) -> list[str]:
+        """Number the catalog's layout terms (layout_cand/3) once per engine."""
         # Row-major layouts first (ids 0-7 for ranks 1-8): a rewrite that reshapes views
         # (spatial_split) names its children's, and the ids stay put when the catalog grows.
         from morello_asp.layout import Layout
@@ -113,10 +146,9 @@ class Engine:
         from .catalog_proofs import prove_catalog_layout_cached
 
         facts = [f"layout_row_major({r},{self.ids.id(Layout.row_major(r))})." for r in range(1, 9)]
-        for a in ctl.symbolic_atoms.by_signature("layout_cand", 3):
-            term = a.symbol.arguments[1]
+        for rank, term in self._catalog_terms():
             lay = layout_from_symbol(term)
-            proved, ob = prove_catalog_layout_cached(lay, a.symbol.arguments[0].number)
+            proved, ob = prove_catalog_layout_cached(lay, rank.number)
             if not proved:
                 raise RuleError(
                     f"layout_cand offers {lay}, which z3 does not prove: {ob.what}: {ob.status}: {ob.detail}"

@@ -154,15 +154,27 @@ def _with_includes(files) -> list[str]:
     return out
 
 
+def read_logic(files) -> list[tuple[Path, bytes | None]]:
+    """`files` and every file they #include, with their contents now (None: missing)."""
+    out: list[tuple[Path, bytes | None]] = []
+    for f in with_includes(files):
+        try:
+            out.append((f, f.read_bytes()))
+        except OSError:
+            out.append((f, None))
+    return out
+
+
 _SNAPSHOTS: list[str] = []
 
 
-def snapshot(files) -> tuple[str, ...]:
+def snapshot(files, contents: list[tuple[Path, bytes | None]] | None = None) -> tuple[str, ...]:
     """Copies of `files` and of every file they #include, each at its own absolute path
     under a new private directory (so relative includes resolve as they did). An engine
     grounds the copies: clingo reads its files at every call, and an edit of a rule file
     during a long search must not mix two sets of rules in one search and one memo table.
-    The directories go when the process exits."""
+    With `contents` (read_logic's, read earlier), the copies hold those contents. The
+    directories go when the process exits."""
     import atexit
     import shutil
     import tempfile
@@ -176,11 +188,14 @@ def snapshot(files) -> tuple[str, ...]:
     def mirror(f) -> Path:
         return Path(root + str(Path(f).resolve()))
 
-    for f in with_includes(files):
+    for f, data in contents if contents is not None else ((f, None) for f in with_includes(files)):
         dst = mirror(f)
         dst.parent.mkdir(parents=True, exist_ok=True)
         try:
-            shutil.copyfile(f, dst)
+            if contents is None:
+                shutil.copyfile(f, dst)
+            elif data is not None:
+                dst.write_bytes(data)
         except OSError:  # a missing include: clingo reports it, naming it
             pass
     return tuple(str(mirror(f)) for f in files)

@@ -92,6 +92,42 @@ class DictMemo:
         return sum(len(v) for v in self._t.values())
 
 
+# How many look-ups scan a key's rows before they are filed in the point index (filing a
+# row costs about as much as scanning it 30-70 times; a query makes a few look-ups per key,
+# a search thousands).
+SCANS_BEFORE_FILING = 32
+
+
+class _Staged:
+    """A key's rows read but not filed, in sequence order, and bucketed by their range on
+    one non-limit axis (of those spanning few values, the one whose lower corners differ
+    most in a sample): a look-up scans only the rows that can contain its point there."""
+
+    __slots__ = ("rows", "axis", "buckets")
+
+    def __init__(self, rows: list[list], naxes: int):
+        self.rows = rows
+        sample = rows[:256]
+        narrow = [i for i in range(naxes) if all(r[2][i] - r[1][i] <= 64 for r in sample)]
+        self.axis = max(narrow, key=lambda i: len({r[1][i] for r in sample}), default=None)
+        self.buckets: dict[int, list[list]] = {}
+        for r in rows:
+            self._bucket(r)
+
+    def _bucket(self, r) -> None:
+        if self.axis is not None:
+            for v in range(r[1][self.axis], r[2][self.axis] + 1):
+                self.buckets.setdefault(v, []).append(r)
+
+    def add(self, r) -> None:
+        """A row of later sequence than every other."""
+        self.rows.append(r)
+        self._bucket(r)
+
+    def candidates(self, p):
+        return self.rows if self.axis is None else self.buckets.get(p[self.axis], ())
+
+
 class RectMemo:
     """Interval-compressed table (paper 4.1): each put is a box in coordinate space
     (solver/coords.py) whose memory-limit axes span `limits_range`; a new box merges with
@@ -106,6 +142,12 @@ class RectMemo:
         self._g: dict[str, dict] = {}  # key -> non-limit point or None -> [[seq, lo, hi, decision]] by seq
         self._nlim: dict[str, int] = {}
         self._seq = 0
+        # Rows read from a file but not filed yet: [seq, lo, hi, value] by seq, a value
+        # kept as stored until a look-up returns it (_decode). Filing a box under every
+        # point it covers costs tens of scans of it, so a key is scanned until
+        # SCANS_BEFORE_FILING look-ups have used it, or until it is written to.
+        self._staged: dict[str, _Staged] = {}
+        self._scans: dict[str, int] = {}
         self.merged_at: dict[int, int] = {}  # box seq -> highest seq in the table when it last merged
         self.hits = 0
         self.misses = 0
@@ -127,10 +169,45 @@ class RectMemo:
     def _need_all(self) -> None:
         """Before every box is read."""
 
+    def _decode(self, value, key) -> Decision:
+        """A staged row's value as a Decision (rows staged by a subclass store text)."""
+        return value
+
     def _add_loaded(self, seq, key, lo, hi, d, sort=False) -> None:
         self._nlim.setdefault(key, json.loads(key)["nlimits"])
-        self._file(key, [seq, tuple(lo), tuple(hi), d], sort=sort)
         self._seq = max(self._seq, seq)
+        staged = self._staged.get(key)
+        if staged is not None:  # rows of another process: later sequence, so appended in order
+            staged.add([seq, tuple(lo), tuple(hi), d])
+            return
+        self._file(key, [seq, tuple(lo), tuple(hi), d], sort=sort)
+
+    def _stage(self, key, rows: list[list]) -> None:
+        """Rows [seq, lo, hi, value] of a key not read before, in sequence order."""
+        n = len(rows[0][1]) - self._split(key) if rows else 0
+        self._staged[key] = _Staged(rows, n)
+        for r in rows:
+            if r[0] > self._seq:
+                self._seq = r[0]
+
+    def _file_staged(self, key) -> None:
+        staged = self._staged.pop(key, None)
+        self._scans.pop(key, None)
+        if staged is None:
+            return
+        for r in staged.rows:
+            if not isinstance(r[3], Decision):
+                r[3] = self._decode(r[3], key)
+            self._file(key, r, sort=False)
+
+    def _staged_get(self, key, p):
+        """The value of the first staged box (by sequence) containing point p, or None."""
+        for b in self._staged[key].candidates(p):
+            if all(a <= x <= c for a, x, c in zip(b[1], p, b[2])):
+                if not isinstance(b[3], Decision):
+                    b[3] = self._decode(b[3], key)
+                return b[3]
+        return None
 
     # --- the index: every box is filed under each non-limit point it covers ---------
     # Non-limit axes (log2 dims, levels, vector sizes, contiguity, alignment) span a few
@@ -197,6 +274,16 @@ class RectMemo:
 
         key, p = to_coords(spec, self.levels)
         self._need(key)
+        if key in self._staged:
+            scans = self._scans[key] = self._scans.get(key, 0) + 1
+            if scans <= SCANS_BEFORE_FILING:
+                d = self._staged_get(key, p)
+                if d is None:
+                    self.misses += 1
+                    return None
+                self.hits += 1
+                return denormalize(d, spec)
+            self._file_staged(key)
         n = len(p) - len(spec.limits)
         for b in self._g.get(key, {}).get(p[:n], ()):  # in sequence order: the first match wins
             if all(a <= x <= c for a, x, c in zip(b[1][n:], p[n:], b[2][n:])):
@@ -217,6 +304,7 @@ class RectMemo:
 
     def _insert_box(self, key, lo, hi, decision) -> None:
         self._need(key)
+        self._file_staged(key)
         if any(b[3] == decision and _contains(b[1], b[2], lo, hi) for b in self._meeting(key, lo, lo)):
             return  # already answered identically (an earlier equal box covers it)
         seq = self._store_insert(key, lo, hi, decision)
@@ -255,6 +343,8 @@ class RectMemo:
 
     def boxes(self):
         self._need_all()
+        for key in list(self._staged):
+            self._file_staged(key)
         for key, g in self._g.items():
             seen = set()
             for bs in g.values():

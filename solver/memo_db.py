@@ -38,13 +38,16 @@ def logic_hash(files) -> str:
     """The hash of what the logic files say: their texts and those of every file they
     #include (rules/*.lp and a target's own files are included by synth.lp and the
     target's entry file), so a table solved under other rules is never reused."""
-    from .logic_files import with_includes
+    from .logic_files import read_logic
 
+    return contents_hash(read_logic(files))
+
+
+def contents_hash(contents) -> str:
+    """logic_hash of the files and contents logic_files.read_logic read."""
     h = hashlib.sha256()
-    for f in with_includes(files):
-        try:
-            data = f.read_bytes()
-        except OSError:  # a missing include: clingo reports it when it loads the files
+    for f, data in contents:
+        if data is None:  # a missing include: clingo reports it when it loads the files
             data = b"\0missing"
         h.update(f.name.encode() + b"\0" + data + b"\0")
     return h.hexdigest()
@@ -109,6 +112,7 @@ class Decoder:
 
 
 decode_decision = Decoder()  # shared by every table this process opens
+_ROW_ERRORS = (ValueError, KeyError, TypeError, IndexError, MorelloError)  # what a row of another version raises
 
 
 def _tables(con: sqlite3.Connection) -> set[str]:
@@ -288,19 +292,37 @@ class SqliteMemo(RectMemo):
             raise _damaged(self.path, e) from None
         atexit.register(self.close)
 
-    def _read_rows(self, rows) -> None:
-        """File rows (seq, key, lo, hi, value) read in sequence order; a row this version
-        cannot read is a MemoError naming the file."""
+    def _unreadable(self, e: Exception) -> MemoError:
+        return MemoError(
+            f"memo table {self.path} has a row this version cannot read ({type(e).__name__}: {e}); "
+            "use another file (or delete this one)"
+        )
+
+    def _decode(self, value, key):
         try:
-            for seq, key, lo, hi, val in rows:
-                self._add_loaded(seq, key, json.loads(lo), json.loads(hi), decode_decision(val, key))
+            return decode_decision(value, key)
+        except _ROW_ERRORS as e:
+            raise self._unreadable(e) from None
+
+    def _read_rows(self, rows) -> None:
+        """Stage rows (seq, key, lo, hi, value) read in sequence order; values are decoded
+        when a look-up returns them or the key is filed. A row this version cannot read is
+        a MemoError naming the file."""
+        try:
+            rows = list(rows)
+            # One json.loads for every corner at once: a third of the time of one per corner.
+            corners = json.loads("[" + ",".join(f"{lo},{hi}" for _, _, lo, hi, _ in rows) + "]")
+            if len(corners) != 2 * len(rows):
+                raise ValueError("a box corner is not one list")
+            by_key: dict[str, list[list]] = {}
+            for i, (seq, key, _, _, val) in enumerate(rows):
+                by_key.setdefault(key, []).append([seq, tuple(corners[2 * i]), tuple(corners[2 * i + 1]), val])
+            for key, staged in by_key.items():
+                self._stage(key, staged)
         except sqlite3.DatabaseError as e:
             raise _damaged(self.path, e) from None
-        except (ValueError, KeyError, TypeError, IndexError, MorelloError) as e:
-            raise MemoError(
-                f"memo table {self.path} has a row this version cannot read ({type(e).__name__}: {e}); "
-                "use another file (or delete this one)"
-            ) from None
+        except _ROW_ERRORS as e:
+            raise self._unreadable(e) from None
 
     def _need(self, key) -> None:
         if key in self._loaded or self._all_loaded:

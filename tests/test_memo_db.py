@@ -8,11 +8,13 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
 from morello_asp import parse_spec
 from morello_asp.errors import MorelloError
+from morello_asp.solver.memo import Decision
 from morello_asp.synthesis import synthesize
 
 SPEC = "Matmul(4x4x8, f32)"
@@ -223,3 +225,40 @@ def test_a_look_up_reads_only_the_rows_of_its_key(tmp_path):
     assert m._loaded == {to_coords(spec, m.levels)[0]}
     assert len(list(m.boxes())) == rows(db)
     m.close()
+
+
+def test_a_key_scanned_before_filing_answers_as_the_filed_key(tmp_path, monkeypatch):
+    """A key read from the file is scanned row by row for its first look-ups and filed in
+    the point index after: both give every box's corners the same answer (the first box by
+    sequence that contains the point), as does a table filed from the start."""
+    from morello_asp.solver import memo
+    from morello_asp.solver.coords import from_coords
+    from morello_asp.solver.engine import get_engine
+    from morello_asp.solver.memo_db import open_memo
+
+    db = tmp_path / "t.db"
+    synthesize("Matmul(4x8x8, f32)", db=db)
+    engine = get_engine()
+    # Boxes that overlap with different values, where the order of the scan decides.
+    w = open_memo(db, engine)
+    s = parse_spec("Matmul(4x8x8, f32)")
+    d = w.get(s)
+    zero = tuple(0 for _ in s.limits)
+    for i, cost in enumerate((7, 5, 3)):
+        grown = tuple(x + 4 - i for x in s.limits)
+        w.put(replace(s, limits=grown), Decision(d.action, cost * s.volume, zero, 1))
+    w.close()
+    filed = open_memo(db, engine)
+    assert filed.get(replace(s, limits=tuple(x + 1 for x in s.limits))).cost == 7 * s.volume
+    corners = [(key, p) for key, _, lo, hi, _ in filed.boxes() for p in (lo, hi)]
+    assert len(corners) > 200
+    specs = [from_coords(key, tuple(p)) for key, p in corners]
+    want = [filed.get(s) for s in specs]
+    assert all(d is not None for d in want)
+    for scans in (10**9, 3):  # never filed; filed after three look-ups of a key
+        monkeypatch.setattr(memo, "SCANS_BEFORE_FILING", scans)
+        m = open_memo(db, engine)
+        assert [m.get(s) for s in specs] == want
+        assert bool(m._staged) == (scans > 3)
+        m.close()
+    filed.close()

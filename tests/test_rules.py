@@ -136,6 +136,33 @@ def test_a_catalog_layout_that_aliases_is_rejected_when_loaded(tmp_path):
         Engine(rules=(p,))
 
 
+def test_the_catalog_is_remembered_under_the_hash_of_the_files(tmp_path, monkeypatch):
+    """An engine reads its layout catalog from the user's cache when the logic files are
+    the ones it was grounded from, grounds again when the entry is unreadable, and a
+    user's file that offers a layout makes another entry."""
+    from morello_asp.solver import engine as engine_module
+
+    monkeypatch.setenv("MORELLO_ASP_CACHE", str(tmp_path))
+    first = Engine()
+    (entry,) = (tmp_path / "catalogs").iterdir()
+    real = engine_module.clingo.Control
+
+    def no_control(*a, **k):
+        raise AssertionError("the catalog was grounded although the cache holds it")
+
+    monkeypatch.setattr(engine_module.clingo, "Control", no_control)
+    assert Engine()._catalog_facts == first._catalog_facts == ENGINE._catalog_facts
+    monkeypatch.setattr(engine_module.clingo, "Control", real)
+    entry.write_text("[[2, ")
+    assert Engine()._catalog_facts == first._catalog_facts
+    p = tmp_path / "more.lp"
+    p.write_text("layout_cand(2, (pd(1,dyn,0), pd(0,dyn,0)), 1).\n")
+    more = Engine(rules=(p,))
+    assert len(list((tmp_path / "catalogs").iterdir())) == 2
+    assert len(more._catalog_facts) == len(first._catalog_facts) + 1
+    assert any(f.startswith("layout_id((pd(1,dyn,0),pd(0,dyn,0)),") for f in more._catalog_facts)
+
+
 # Fully hand-written fixtures: the facts a Zero of 1x8 f32 in VRF (v8, row-major);
 # LID is the id ENGINE's LayoutIds gives the rank-2 row-major layout.
 ZERO_VRF = """
