@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from morello_asp import Alloc, Block, KernelApp, Loop, parse_spec
-from morello_asp.codegen import reference
-from morello_asp.codegen.reference import random_operands
+from morello_asp.codegen.reference import random_operands, reference
 from morello_asp.recipes import complete, fast_matmul, reg_block, scalar, to_l1
 
 LIMITS = "[16, 16, 1024, 33554432]"

@@ -262,3 +262,20 @@ def test_a_key_scanned_before_filing_answers_as_the_filed_key(tmp_path, monkeypa
         assert bool(m._staged) == (scans > 3)
         m.close()
     filed.close()
+
+
+def test_a_query_imports_neither_numpy_nor_the_compiler(tmp_path):
+    """A warm `query` prints a stored program: numpy, ml_dtypes and cffi (a third of its
+    time when they were imported up front) stay unloaded, and so does z3."""
+    db = tmp_path / "t.db"
+    imp = synthesize("Matmul(4x4x4, f32)", db=db)
+    err, tol = imp.compile().check()
+    assert err <= tol
+    code = (
+        "import sys; from morello_asp.cli import main; rc = main(['query', 'Matmul(4x4x4, f32)', '--db', sys.argv[1]]); "
+        "print(sorted(m for m in ('numpy', 'ml_dtypes', 'cffi', 'z3') if m in sys.modules)); sys.exit(rc)"
+    )
+    r = subprocess.run([sys.executable, "-c", code, str(db)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "MultAdd(" in r.stdout  # the program's kernel
+    assert r.stdout.strip().splitlines()[-1] == "[]"
