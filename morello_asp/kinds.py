@@ -666,27 +666,20 @@ def _builtin() -> dict[str, Kind]:
     clingo are the ones they were built from (grounding and reading the declarations
     through clingo's API was a sixth of a warm `query`)."""
     import hashlib
-    import pickle
     import sys
 
-    from .user_cache import keep, user_cache_dir
+    from .user_cache import pickled
 
     files = builtin_files()
     h = hashlib.sha256(f"{sys.version}\0{clingo.__version__}\0".encode())
     for f in (Path(__file__), Path(__file__).with_name("naming.py"), *files):
-        h.update(f"{f.name}\0".encode() + f.read_bytes() + b"\0")
-    cached = user_cache_dir() / "kinds" / h.hexdigest()
-    try:
-        # The cache holds what this code pickled from these files (the user's own
-        # directory, like Python's __pycache__); anything unreadable is built again.
-        kinds = pickle.loads(cached.read_bytes())
-        if isinstance(kinds, dict) and all(isinstance(k, Kind) for k in kinds.values()):
-            return kinds
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
-        pass
-    kinds = _build(_ground(files), lambda k: _source(k, files))
-    keep(cached, pickle.dumps(kinds))
-    return kinds
+        h.update(f"{f.resolve()}\0".encode() + f.read_bytes() + b"\0")  # paths too: Kind.source names them
+    return pickled(
+        "kinds",
+        h.hexdigest(),
+        lambda: _build(_ground(files), lambda k: _source(k, files)),
+        lambda v: isinstance(v, dict) and all(isinstance(k, Kind) for k in v.values()),
+    )
 
 
 @functools.cache

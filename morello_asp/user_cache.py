@@ -6,7 +6,12 @@ solver/catalog_proofs.py) and the built-in kinds (morello_asp/kinds.py)."""
 from __future__ import annotations
 
 import os
+import pickle
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def user_cache_dir() -> Path:
@@ -24,3 +29,20 @@ def keep(path: Path, data: str | bytes) -> None:
         os.replace(tmp, path)
     except OSError:
         pass
+
+
+def pickled(namespace: str, key: str, build: Callable[[], T], check: Callable[[object], bool]) -> T:
+    """`build()`, kept pickled in the cache under `namespace`/`key`: the key must name
+    everything the value depends on (file contents, the code that builds it, versions).
+    The cache is the user's own directory, trusted as Python's __pycache__ is; an entry
+    that does not unpickle, or that `check` refuses, is built again."""
+    path = user_cache_dir() / namespace / key
+    try:
+        value = pickle.loads(path.read_bytes())
+        if check(value):
+            return value  # check() vouched for the type
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+        pass
+    value = build()
+    keep(path, pickle.dumps(value))
+    return value

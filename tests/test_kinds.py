@@ -107,34 +107,28 @@ def test_builtin_kinds_are_remembered_until_a_kind_file_changes(tmp_path, monkey
     """The built-in kinds are kept in the user's cache: a second process reads them without
     grounding; an unreadable cache file is rebuilt; another kind file is another entry."""
     monkeypatch.setenv("MORELLO_ASP_CACHE", str(tmp_path))
-    kinds._builtin.cache_clear()
-    try:
-        built = kinds._builtin()
-        (entry,) = (tmp_path / "kinds").iterdir()
-        kinds._builtin.cache_clear()
-        real_ground = kinds._ground
+    builtin = kinds._builtin.__wrapped__  # past the per-process cache, to the user's
+    built = builtin()
+    (entry,) = (tmp_path / "kinds").iterdir()
+    real_ground = kinds._ground
 
-        def no_grounding(files):
-            raise AssertionError("grounded although the cache holds the kinds")
+    def no_grounding(files):
+        raise AssertionError("grounded although the cache holds the kinds")
 
-        monkeypatch.setattr(kinds, "_ground", no_grounding)
-        assert kinds._builtin() == built
-        entry.write_bytes(b"not a pickle")
-        kinds._builtin.cache_clear()
-        monkeypatch.setattr(kinds, "_ground", real_ground)
-        assert kinds._builtin() == built
-        edited = tmp_path / "kinds-src"
-        edited.mkdir()
-        files = []
-        for f in kinds.builtin_files():
-            files.append(edited / f.name)
-            files[-1].write_text(f.read_text() + "\n% an edit\n")
-        monkeypatch.setattr(kinds, "builtin_files", lambda: tuple(files))
-        kinds._builtin.cache_clear()
-        assert {k: v.params for k, v in kinds._builtin().items()} == {k: v.params for k, v in built.items()}
-        assert len(list((tmp_path / "kinds").iterdir())) == 2
-    finally:
-        kinds._builtin.cache_clear()
+    monkeypatch.setattr(kinds, "_ground", no_grounding)
+    assert builtin() == built
+    entry.write_bytes(b"not a pickle")
+    monkeypatch.setattr(kinds, "_ground", real_ground)
+    assert builtin() == built
+    edited = tmp_path / "kinds-src"
+    edited.mkdir()
+    files = []
+    for f in kinds.builtin_files():
+        files.append(edited / f.name)
+        files[-1].write_text(f.read_text() + "\n% an edit\n")
+    monkeypatch.setattr(kinds, "builtin_files", lambda: tuple(files))
+    assert {k: v.params for k, v in builtin().items()} == {k: v.params for k, v in built.items()}
+    assert len(list((tmp_path / "kinds").iterdir())) == 2
 
 
 def test_derived_semantics_match_numpy():

@@ -272,7 +272,8 @@ def test_a_query_imports_neither_numpy_nor_the_compiler(tmp_path):
     err, tol = imp.compile().check()
     assert err <= tol
     code = (
-        "import sys; from morello_asp.cli import main; rc = main(['query', 'Matmul(4x4x4, f32)', '--db', sys.argv[1]]); "
+        "import sys; from morello_asp.cli import main; "
+        "rc = main(['query', 'Matmul(4x4x4, f32)', '--db', sys.argv[1]]); "
         "print(sorted(m for m in ('numpy', 'ml_dtypes', 'cffi', 'z3') if m in sys.modules)); sys.exit(rc)"
     )
     r = subprocess.run([sys.executable, "-c", code, str(db)], capture_output=True, text=True)

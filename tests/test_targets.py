@@ -90,3 +90,31 @@ def test_adding_the_target_added_no_python_line(target):
         ).stdout.split()
         other = [f for f in files if not f.startswith(("encodings/targets/", "tests/")) and not f.endswith(".md")]
         assert not other, f"a commit adding {target} files ({commit[:10]}) also changed {other}"
+
+
+def test_a_target_is_remembered_until_a_file_it_includes_changes(tmp_path, monkeypatch):
+    """A target read once is read from the user's cache after (no grounding); an edit of
+    a file its entry #includes is another entry, read afresh."""
+    import shutil
+
+    from morello_asp import target as target_module
+
+    monkeypatch.setenv("MORELLO_ASP_CACHE", str(tmp_path / "cache"))
+    src = Path(target_module.__file__).resolve().parent.parent / "encodings" / "targets"
+    shutil.copytree(src, tmp_path / "targets")
+    entry = tmp_path / "targets" / "avx2.lp"
+    load = target_module._load.__wrapped__  # past the per-process cache, to the user's
+    first = load(str(entry), ())
+    assert first.threads == 2
+    real = target_module.load_target_file
+
+    def no_loading(*a, **k):
+        raise AssertionError("the target was read from its files although the cache holds it")
+
+    monkeypatch.setattr(target_module, "load_target_file", no_loading)
+    assert load(str(entry), ()) == first
+    monkeypatch.setattr(target_module, "load_target_file", real)
+    machine = tmp_path / "targets" / "avx2" / "machine.lp"
+    machine.write_text(machine.read_text().replace("tgt_threads(2).", "tgt_threads(4)."))
+    assert load(str(entry), ()).threads == 4
+    assert len(list((tmp_path / "cache" / "targets").iterdir())) == 2
