@@ -157,6 +157,8 @@ def target_entry(name_or_path: str | Path) -> Path:
 RETIRED_RULE_SETS = {
     "l1_ways": "the default rules see strides now (rules/aliasing.lp)",
     "rows6": "targets declare their register blocks now (tgt_block_size/4, rules/register_blocks.lp)",
+    "cache_half": "the default rules keep a view in a cache only if it fills at most half of it now "
+    "(tgt_cache_share/2, rules/aliasing.lp)",
 }
 
 

@@ -339,7 +339,7 @@ def _solve_files(files, facts):
     return set(out)
 
 
-@pytest.mark.parametrize("options", [(), ("fuse_in_cache",), ("cache_half",)])
+@pytest.mark.parametrize("options", [(), ("fuse_in_cache",)])
 def test_renamed_target_offers_the_same_rewrites_up_to_renaming(options):
     enc, renamed = _renamed_paths()
     rules = [enc / "synth.lp", *sorted((enc / "kinds").glob("*.lp")), *(enc / "options" / f"{o}.lp" for o in options)]
