@@ -237,11 +237,11 @@ def test_a_key_scanned_before_filing_answers_as_the_filed_key(tmp_path, monkeypa
     from morello_asp.solver.memo_db import open_memo
 
     db = tmp_path / "t.db"
-    synthesize("Matmul(4x8x8, f32)", db=db)
+    synthesize("Matmul(4x4x8, f32)", db=db)
     engine = get_engine()
     # Boxes that overlap with different values, where the order of the scan decides.
     w = open_memo(db, engine)
-    s = parse_spec("Matmul(4x8x8, f32)")
+    s = parse_spec("Matmul(4x4x8, f32)")
     d = w.get(s)
     zero = tuple(0 for _ in s.limits)
     for i, cost in enumerate((7, 5, 3)):
