@@ -665,18 +665,14 @@ def _builtin() -> dict[str, Kind]:
     """The built-in kinds, from the user's cache when the kind files, this module and
     clingo are the ones they were built from (grounding and reading the declarations
     through clingo's API was a sixth of a warm `query`)."""
-    import hashlib
-    import sys
-
-    from .user_cache import pickled
+    from .user_cache import pickled, stamp
 
     files = builtin_files()
-    h = hashlib.sha256(f"{sys.version}\0{clingo.__version__}\0".encode())
-    for f in (Path(__file__), Path(__file__).with_name("naming.py"), *files):
-        h.update(f"{f.resolve()}\0".encode() + f.read_bytes() + b"\0")  # paths too: Kind.source names them
+    here = Path(__file__)
+    contents = [(f.resolve(), f.read_bytes()) for f in files]  # paths too: Kind.source names them
     return pickled(
         "kinds",
-        h.hexdigest(),
+        stamp((here, here.with_name("naming.py")), contents, clingo.__version__),
         lambda: _build(_ground(files), lambda k: _source(k, files)),
         lambda v: isinstance(v, dict) and all(isinstance(k, Kind) for k in v.values()),
     )

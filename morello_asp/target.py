@@ -254,21 +254,14 @@ def _load(entry: str, extra: tuple[str, ...]) -> Target:
     """The target, from the user's cache when its files (and those they #include), this
     module and clingo are the ones it was read from (grounding the files through clingo's
     API was a tenth of a warm `query`); a target that fails to load is not kept."""
-    import hashlib
-    import sys
-
     from morello_asp.solver.logic_files import read_logic
 
-    from .user_cache import pickled
+    from .user_cache import pickled, stamp
 
-    h = hashlib.sha256(
-        f"{sys.version}\0{clingo.__version__}\0{entry}\0{extra}\0".encode() + Path(__file__).read_bytes()
-    )
-    for f, data in read_logic([Path(entry), *(Path(e) for e in extra)]):
-        h.update(f"\0{f}\0".encode() + (data if data is not None else b"\0missing"))
+    files = [Path(entry), *(Path(e) for e in extra)]
     return pickled(
         "targets",
-        h.hexdigest(),
+        stamp((Path(__file__),), read_logic(files), clingo.__version__, entry, *extra),
         lambda: load_target_file(Path(entry), tuple(Path(e) for e in extra)),
         lambda v: isinstance(v, Target),
     )

@@ -5,9 +5,11 @@ solver/catalog_proofs.py) and the built-in kinds (morello_asp/kinds.py)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
@@ -29,6 +31,17 @@ def keep(path: Path, data: str | bytes) -> None:
         os.replace(tmp, path)
     except OSError:
         pass
+
+
+def stamp(code: Iterable[Path], contents: Iterable[tuple[Path, bytes | None]], *versions: str) -> str:
+    """A cache key for what the modules `code` build from the files `contents` (path and
+    bytes, None for a missing file) under this Python and the `versions` named."""
+    h = hashlib.sha256(f"{sys.version}\0{chr(0).join(versions)}\0".encode())
+    for f in code:
+        h.update(f"{Path(f).resolve()}\0".encode() + Path(f).read_bytes() + b"\0")
+    for f, data in contents:
+        h.update(f"{f}\0".encode() + (b"\0missing" if data is None else data) + b"\0")
+    return h.hexdigest()
 
 
 def pickled(namespace: str, key: str, build: Callable[[], T], check: Callable[[object], bool]) -> T:

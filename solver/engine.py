@@ -8,7 +8,6 @@ Expansions are cached by spec.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -112,30 +111,32 @@ class Engine:
                     self._snapshot = files
         return self._snapshot
 
-    def _catalog_terms(self) -> list[tuple[clingo.Symbol, clingo.Symbol]]:
+    def _catalog_terms(self) -> list[tuple[int, clingo.Symbol]]:
         """(rank, layout term) of each layout_cand/3 atom, in clingo's order. Grounding the
         rule files for them was a tenth of a warm `query`, so they are remembered in the
         user's cache under the hash of the files (and clingo's version)."""
-        from morello_asp.user_cache import keep, user_cache_dir
+        from morello_asp.user_cache import pickled
 
-        cached = user_cache_dir() / "catalogs" / f"{self.logic_hash}-{clingo.__version__}"
-        try:
-            return [(clingo.Number(int(r)), clingo.parse_term(t)) for r, t in json.loads(cached.read_text())]
-        except (OSError, ValueError, TypeError, RuntimeError):
-            pass
-        messages: list[str] = []
-        ctl = clingo.Control(["--warn=none"], logger=lambda c, m: messages.append(m))
-        try:
-            for f in self._files:
-                ctl.load(str(f))
-            ctl.ground([("base", [])])
-        except RuntimeError:
-            raise RuleError("clingo cannot load the logic files:\n" + unsnapshot("\n".join(messages))) from None
-        terms = [
-            (a.symbol.arguments[0], a.symbol.arguments[1]) for a in ctl.symbolic_atoms.by_signature("layout_cand", 3)
-        ]
-        keep(cached, json.dumps([[r.number, str(t)] for r, t in terms]))
-        return terms
+        def ground() -> list[tuple[int, str]]:
+            messages: list[str] = []
+            ctl = clingo.Control(["--warn=none"], logger=lambda c, m: messages.append(m))
+            try:
+                for f in self._files:
+                    ctl.load(str(f))
+                ctl.ground([("base", [])])
+            except RuntimeError:
+                raise RuleError("clingo cannot load the logic files:\n" + unsnapshot("\n".join(messages))) from None
+            atoms = ctl.symbolic_atoms.by_signature("layout_cand", 3)
+            return [(a.symbol.arguments[0].number, str(a.symbol.arguments[1])) for a in atoms]
+
+        def parsed(terms) -> list[tuple[int, clingo.Symbol]] | None:
+            try:
+                return [(int(r), clingo.parse_term(t)) for r, t in terms]
+            except (TypeError, ValueError, RuntimeError):
+                return None
+
+        terms = pickled("catalogs", f"{self.logic_hash}-{clingo.__version__}", ground, lambda v: parsed(v) is not None)
+        return parsed(terms) or []
 
     def _load_catalog(self) -> list[str]:
         """Number the catalog's layout terms (layout_cand/3) once per engine."""
@@ -148,7 +149,7 @@ class Engine:
         facts = [f"layout_row_major({r},{self.ids.id(Layout.row_major(r))})." for r in range(1, 9)]
         for rank, term in self._catalog_terms():
             lay = layout_from_symbol(term)
-            proved, ob = prove_catalog_layout_cached(lay, rank.number)
+            proved, ob = prove_catalog_layout_cached(lay, rank)
             if not proved:
                 raise RuleError(
                     f"layout_cand offers {lay}, which z3 does not prove: {ob.what}: {ob.status}: {ob.detail}"

@@ -168,15 +168,14 @@ def read_logic(files) -> list[tuple[Path, bytes | None]]:
 _SNAPSHOTS: list[str] = []
 
 
-def snapshot(files, contents: list[tuple[Path, bytes | None]] | None = None) -> tuple[str, ...]:
+def snapshot(files, contents: list[tuple[Path, bytes | None]]) -> tuple[str, ...]:
     """Copies of `files` and of every file they #include, each at its own absolute path
     under a new private directory (so relative includes resolve as they did). An engine
     grounds the copies: clingo reads its files at every call, and an edit of a rule file
     during a long search must not mix two sets of rules in one search and one memo table.
-    With `contents` (read_logic's, read earlier), the copies hold those contents. The
-    directories go when the process exits."""
+    The copies hold `contents` (read_logic's of `files`, read earlier). The directories go
+    when the process exits."""
     import atexit
-    import shutil
     import tempfile
 
     root = str(Path(tempfile.mkdtemp(prefix="morello-asp-rules-", suffix=f"-{os.getpid()}")).resolve())
@@ -188,15 +187,14 @@ def snapshot(files, contents: list[tuple[Path, bytes | None]] | None = None) -> 
     def mirror(f) -> Path:
         return Path(root + str(Path(f).resolve()))
 
-    for f, data in contents if contents is not None else ((f, None) for f in with_includes(files)):
+    for f, data in contents:
+        if data is None:  # a missing include: clingo reports it, naming it
+            continue
         dst = mirror(f)
-        dst.parent.mkdir(parents=True, exist_ok=True)
         try:
-            if contents is None:
-                shutil.copyfile(f, dst)
-            elif data is not None:
-                dst.write_bytes(data)
-        except OSError:  # a missing include: clingo reports it, naming it
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(data)
+        except OSError:  # a copy not written is a file clingo cannot load, and says so
             pass
     return tuple(str(mirror(f)) for f in files)
 

@@ -408,7 +408,7 @@ class SqliteMemo(RectMemo):
             if seq in self._mine or not (self._all_loaded or key in self._loaded):
                 continue  # ours, or of a key not read yet (_need reads it whole)
             lo, hi = json.loads(lo), json.loads(hi)
-            self._add_loaded(seq, key, lo, hi, decode_decision(val, key), sort=True)
+            self._add_loaded(seq, key, lo, hi, self._decode(val, key), sort=True)
             n += 1
         return n
 
