@@ -96,6 +96,7 @@ class DictMemo:
 # row costs about as much as scanning it 30-70 times; a query makes a few look-ups per key,
 # a search thousands).
 SCANS_BEFORE_FILING = 32
+_UNREAD = object()  # RectMemo._read_point: read the key whole instead
 
 
 class _Staged:
@@ -168,6 +169,12 @@ class RectMemo:
 
     def _need_all(self) -> None:
         """Before every box is read."""
+
+    def _read_point(self, key, p):
+        """For a key not read yet: the value of its first box (by sequence) holding point
+        p, read alone, or None if no box does; _UNREAD to read the key whole (_need), as
+        a table without an index of its boxes always does."""
+        return _UNREAD
 
     def _decode(self, value, key) -> Decision:
         """A staged row's value as a Decision (rows staged by a subclass store text)."""
@@ -273,6 +280,13 @@ class RectMemo:
         from .coords import to_coords
 
         key, p = to_coords(spec, self.levels)
+        d = self._read_point(key, p)
+        if d is not _UNREAD:
+            if d is None:
+                self.misses += 1
+                return None
+            self.hits += 1
+            return denormalize(d, spec)
         self._need(key)
         if key in self._staged:
             scans = self._scans[key] = self._scans.get(key, 0) + 1

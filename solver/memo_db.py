@@ -25,12 +25,14 @@ from morello_asp.rewrites import Action
 from morello_asp.user_cache import user_cache_dir
 
 from .coords import from_coords
-from .memo import Decision, RectMemo
+from .memo import _UNREAD, Decision, RectMemo
 
 SCHEMA_VERSION = "3"  # 2: box costs per unit of volume; 3: a stride axis per operand
 EXPANSIONS_VERSION = "2"  # format of the expansion cache; another value empties it
 # precompute and staged: a precompute's progress and answers not yet applied (solver/precompute.py)
-OUR_TABLES = {"meta", "decisions", "ekeys", "expansions", "sqlite_sequence", "precompute", "staged"}
+# The box index (_BOX_SQL) and its R*Tree's own tables.
+BOX_TABLES = {"dkeys", "decisions_box", "decisions_box_node", "decisions_box_rowid", "decisions_box_parent"}
+OUR_TABLES = {"meta", "decisions", "ekeys", "expansions", "sqlite_sequence", "precompute", "staged"} | BOX_TABLES
 _SQLITE_MAGIC = b"SQLite format 3\0"
 
 
@@ -113,6 +115,73 @@ class Decoder:
 
 decode_decision = Decoder()  # shared by every table this process opens
 _ROW_ERRORS = (ValueError, KeyError, TypeError, IndexError, MorelloError)  # what a row of another version raises
+
+
+# The box index: an R*Tree over each row's key (by its id in dkeys) and its box's range on
+# the first BOX_AXES axes of the point (the log2 dims of a power-of-two key, else the first
+# operand's level, vector size, contiguity and alignment), kept by triggers whichever
+# program writes the file. A look-up then reads the few rows whose boxes can hold its
+# point (SqliteMemo._read_point), not every row of its key: most of a warm query's time.
+BOX_AXES = 4
+# Look-ups of a key answered from the box index before the key is read whole: at least
+# POINT_READS, and one per ROWS_PER_POINT_READ of its rows (a point read costs about as
+# much as reading that many rows, so a search that goes on to read the key whole spends
+# at most twice what reading it at once would). A query makes a few look-ups per key; a
+# search makes thousands, which the key's filed boxes answer.
+POINT_READS = 8
+ROWS_PER_POINT_READ = 40
+_I32 = (-(2**31), 2**31 - 1)
+
+
+def _box_axes(row: str) -> str:
+    """SQL for the index's columns of `row` (new or a table alias): key id twice, then
+    each axis's lower and upper bound, clamped to 32 bits (absent: the widest range)."""
+    lo, hi = _I32
+    cols = []
+    for i in range(BOX_AXES):
+        for corner, missing in (("lo", lo), ("hi", hi)):
+            cols.append(f"max({lo}, min({hi}, coalesce(json_extract({row}.{corner}, '$[{i}]'), {missing})))")
+    return ", ".join(cols)
+
+
+_BOX_SQL = (
+    "CREATE TABLE IF NOT EXISTS dkeys(id INTEGER PRIMARY KEY, key TEXT UNIQUE)",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS decisions_box USING rtree_i32(seq, k0, k1, "
+    + ", ".join(f"a{i}, b{i}" for i in range(BOX_AXES))
+    + ")",
+    "CREATE TRIGGER IF NOT EXISTS decisions_box_ins AFTER INSERT ON decisions BEGIN "
+    "INSERT OR IGNORE INTO dkeys(key) VALUES (new.key); "
+    f"INSERT INTO decisions_box SELECT new.seq, id, id, {_box_axes('new')} FROM dkeys WHERE key = new.key; END",
+    "CREATE TRIGGER IF NOT EXISTS decisions_box_upd AFTER UPDATE OF lo, hi ON decisions BEGIN "
+    "DELETE FROM decisions_box WHERE seq = old.seq; "
+    f"INSERT INTO decisions_box SELECT new.seq, id, id, {_box_axes('new')} FROM dkeys WHERE key = new.key; END",
+    "CREATE TRIGGER IF NOT EXISTS decisions_box_del AFTER DELETE ON decisions BEGIN "
+    "DELETE FROM decisions_box WHERE seq = old.seq; END",
+)
+# Rows written before the index existed (or by a version without it).
+_BOX_FILL = (
+    "INSERT OR IGNORE INTO dkeys(key) SELECT DISTINCT key FROM decisions",
+    "DELETE FROM decisions_box",
+    f"INSERT INTO decisions_box SELECT d.seq, k.id, k.id, {_box_axes('d')} "
+    "FROM decisions d JOIN dkeys k ON k.key = d.key",
+)
+
+
+def _box_index(con: sqlite3.Connection) -> bool:
+    """Create the box index (and fill it from the rows already there) inside the caller's
+    transaction; False where this SQLite has no R*Tree or JSON functions."""
+    had = "decisions_box" in _tables(con)
+    try:
+        for q in _BOX_SQL:
+            con.execute(q)
+    except sqlite3.OperationalError as e:
+        if "rtree" in str(e) or "json" in str(e) or "no such module" in str(e):
+            return False
+        raise
+    if not had:
+        for q in _BOX_FILL:
+            con.execute(q)
+    return True
 
 
 def _tables(con: sqlite3.Connection) -> set[str]:
@@ -281,6 +350,10 @@ class SqliteMemo(RectMemo):
         # Rows are read per key, when a look-up or an insertion first needs that key
         # (_need): a query reads the few keys of its program, not the whole table.
         self._loaded: set[str] = set()
+        self._point_reads: dict[str, int] = {}  # key -> look-ups _read_point answered
+        self._point_budget: dict[str, int] = {}  # key -> how many it may answer
+        self._dkeys: dict[str, int] = {}  # key -> its id in the box index
+        self._point_sql: dict[int, str] = {}
         self._all_loaded = False
         try:
             self._seen = self.con.execute("SELECT coalesce(max(seq), 0) FROM decisions").fetchone()[0]
@@ -335,6 +408,44 @@ class SqliteMemo(RectMemo):
             )
         )
 
+    def _read_point(self, key, p):
+        if not self._has_boxes or self._all_loaded or key in self._loaded:
+            return _UNREAD
+        try:
+            n = self._point_reads.get(key)
+            if n is None:
+                (rows,) = self.con.execute(
+                    "SELECT count(*) FROM decisions WHERE key = ? AND seq <= ?", (key, self._seen)
+                ).fetchone()
+                self._point_budget[key] = max(POINT_READS, rows // ROWS_PER_POINT_READ)
+                n = 0
+            if n >= self._point_budget[key]:
+                return _UNREAD
+            self._point_reads[key] = n + 1
+            kid = self._dkeys.get(key)
+            if kid is None:
+                row = self.con.execute("SELECT id FROM dkeys WHERE key = ?", (key,)).fetchone()
+                if row is None:
+                    return None
+                kid = self._dkeys[key] = row[0]
+            m = min(BOX_AXES, len(p) - self._split(key))
+            sql = self._point_sql.get(m)
+            if sql is None:
+                axes = "".join(f" AND b.a{i} <= ? AND b.b{i} >= ?" for i in range(m))
+                sql = self._point_sql[m] = (
+                    "SELECT d.seq, d.lo, d.hi, d.value FROM decisions_box b JOIN decisions d ON d.seq = b.seq "
+                    f"WHERE b.k0 <= ? AND b.k1 >= ?{axes} AND b.seq <= ? ORDER BY b.seq"
+                )
+            args = (kid, kid, *(x for v in p[:m] for x in (v, v)), self._seen)
+            for _, lo, hi, val in self.con.execute(sql, args):
+                if all(a <= x <= c for a, x, c in zip(json.loads(lo), p, json.loads(hi))):
+                    return self._decode(val, key)
+        except sqlite3.DatabaseError as e:
+            raise MemoError(f"memo table {self.path}: {e}") from None
+        except _ROW_ERRORS as e:
+            raise self._unreadable(e) from None
+        return None
+
     def _need_all(self) -> None:
         if self._all_loaded:
             return
@@ -352,6 +463,7 @@ class SqliteMemo(RectMemo):
         """Create the tables in a new file; in one of ours, add what a newer version adds
         (the expansion cache) and empty that cache if its format changed."""
         _retry(lambda: self.con.execute("PRAGMA journal_mode=WAL"))
+        self._has_boxes = False
 
         def init():
             self.con.execute("BEGIN IMMEDIATE")
@@ -364,6 +476,7 @@ class SqliteMemo(RectMemo):
                 self.con.execute("CREATE TABLE IF NOT EXISTS ekeys(id INTEGER PRIMARY KEY, key TEXT UNIQUE)")
                 # Rows are read per key (_need); older tables get the index when opened.
                 self.con.execute("CREATE INDEX IF NOT EXISTS decisions_by_key ON decisions(key, seq)")
+                self._has_boxes = _box_index(self.con)
                 self.con.execute(
                     "CREATE TABLE IF NOT EXISTS expansions(kid INTEGER, point TEXT, value BLOB, "
                     "PRIMARY KEY(kid, point)) WITHOUT ROWID"
@@ -390,7 +503,9 @@ class SqliteMemo(RectMemo):
     def get(self, spec):
         d = super().get(spec)
         if d is None and time.monotonic() - self._refreshed >= self.refresh_every:
-            if self.refresh():
+            seen = self._seen
+            # new rows of keys read whole, or of others (which the box index reads now)
+            if self.refresh() or self._seen != seen:
                 d = super().get(spec)
         return d
 

@@ -3,6 +3,7 @@ kill -9, and two writers on one file. Every program is checked against numpy."""
 
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 import subprocess
@@ -204,10 +205,11 @@ def test_snapshots_of_processes_that_are_gone_are_removed(tmp_path):
     assert not dead.exists() and live.exists()
 
 
-def test_a_look_up_reads_only_the_rows_of_its_key(tmp_path):
+def test_a_look_up_reads_only_the_rows_of_its_key(tmp_path, monkeypatch):
     """A table is read per key when first needed: answering one spec reads the rows of
     its key, not the whole file; listing every box reads the rest, and the two agree
-    with the rows on disk."""
+    with the rows on disk. With the box index, a look-up reads no key whole."""
+    from morello_asp.solver import memo_db
     from morello_asp.solver.coords import to_coords
     from morello_asp.solver.engine import get_engine
     from morello_asp.solver.memo_db import open_memo
@@ -215,15 +217,80 @@ def test_a_look_up_reads_only_the_rows_of_its_key(tmp_path):
     db = tmp_path / "t.db"
     imp = synthesize("Matmul(4x4x4, f32)", db=db)
     engine = get_engine()
-    m = open_memo(db, engine)
     with sqlite3.connect(str(db)) as c:
         keys = {k for (k,) in c.execute("SELECT DISTINCT key FROM decisions")}
     assert len(keys) > 3
     spec = parse_spec("Matmul(4x4x4, f32)")
-    d = m.get(spec)
-    assert d is not None and d.cost == imp.cost.main
-    assert m._loaded == {to_coords(spec, m.levels)[0]}
-    assert len(list(m.boxes())) == rows(db)
+    for reads, loaded in ((0, {to_coords(spec, tuple(engine.target.level_names))[0]}), (memo_db.POINT_READS, set())):
+        monkeypatch.setattr(memo_db, "POINT_READS", reads)
+        monkeypatch.setattr(memo_db, "ROWS_PER_POINT_READ", 10**9)
+        m = open_memo(db, engine)
+        d = m.get(spec)
+        assert d is not None and d.cost == imp.cost.main
+        assert m._loaded == loaded
+        assert len(list(m.boxes())) == rows(db)
+        m.close()
+
+
+def _box_index_rows(db):
+    """(seq, key, bounds on the indexed axes) of every row, from the rows and from the index."""
+    from morello_asp.solver.memo_db import BOX_AXES
+
+    with sqlite3.connect(str(db)) as c:
+        want = set()
+        for seq, key, lo, hi in c.execute("SELECT seq, key, lo, hi FROM decisions"):
+            lo, hi = json.loads(lo), json.loads(hi)
+            want.add((seq, key, tuple(x for i in range(BOX_AXES) for x in (lo[i], hi[i]))))
+        cols = ", ".join(f"b.a{i}, b.b{i}" for i in range(BOX_AXES))
+        got = {
+            (seq, key, tuple(rest))
+            for seq, key, *rest in c.execute(
+                f"SELECT b.seq, k.key, {cols} FROM decisions_box b JOIN dkeys k ON k.id = b.k0 AND k.id = b.k1"
+            )
+        }
+    return want, got
+
+
+def test_the_box_index_follows_every_row_and_is_built_for_older_tables(tmp_path):
+    """The box index holds each row's key and bounds, through the inserts, merges and
+    deletes of a search (triggers in the file); a table written without it gets it when
+    opened, and then answers as before."""
+    from morello_asp.solver.engine import get_engine
+    from morello_asp.solver.memo_db import open_memo
+
+    db = tmp_path / "t.db"
+    synthesize("Matmul(4x8x8, f32)", db=db)
+    want, got = _box_index_rows(db)
+    assert len(want) > 50 and got == want
+    with sqlite3.connect(str(db)) as c:
+        # Boxes merged (updated) and deleted by the search leave no stale index row.
+        assert c.execute("SELECT max(seq) FROM decisions").fetchone()[0] > len(want)
+        for t in ("decisions_box_ins", "decisions_box_upd", "decisions_box_del"):
+            c.execute(f"DROP TRIGGER {t}")
+        c.execute("DROP TABLE decisions_box")
+        c.execute("DROP TABLE dkeys")
+    engine = get_engine()
+    spec = parse_spec("Matmul(4x8x8, f32)")
+    m = open_memo(db, engine)
+    assert m.get(spec) is not None and m._loaded == set()
+    m.close()
+    assert _box_index_rows(db)[1] == want
+    assert synthesize("Matmul(4x8x8, f32)", db=db).compile().check()[0] <= 1e-3
+
+
+def test_a_table_without_the_rtree_module_reads_whole_keys(tmp_path, monkeypatch):
+    """Where SQLite lacks the R*Tree module, the table works as before: keys read whole."""
+    from morello_asp.solver import memo_db
+    from morello_asp.solver.engine import get_engine
+    from morello_asp.solver.memo_db import open_memo
+
+    monkeypatch.setattr(memo_db, "_BOX_SQL", tuple(q.replace("rtree_i32", "no_such_rtree") for q in memo_db._BOX_SQL))
+    db = tmp_path / "t.db"
+    imp = synthesize("Matmul(4x4x4, f32)", db=db)
+    m = open_memo(db, get_engine())
+    assert not m._has_boxes
+    assert m.get(parse_spec("Matmul(4x4x4, f32)")).cost == imp.cost.main
+    assert m._loaded
     m.close()
 
 
@@ -231,7 +298,7 @@ def test_a_key_scanned_before_filing_answers_as_the_filed_key(tmp_path, monkeypa
     """A key read from the file is scanned row by row for its first look-ups and filed in
     the point index after: both give every box's corners the same answer (the first box by
     sequence that contains the point), as does a table filed from the start."""
-    from morello_asp.solver import memo
+    from morello_asp.solver import memo, memo_db
     from morello_asp.solver.coords import from_coords
     from morello_asp.solver.engine import get_engine
     from morello_asp.solver.memo_db import open_memo
@@ -248,6 +315,8 @@ def test_a_key_scanned_before_filing_answers_as_the_filed_key(tmp_path, monkeypa
         grown = tuple(x + 4 - i for x in s.limits)
         w.put(replace(s, limits=grown), Decision(d.action, cost * s.volume, zero, 1))
     w.close()
+    monkeypatch.setattr(memo_db, "POINT_READS", 0)  # the reference: keys read whole
+    monkeypatch.setattr(memo_db, "ROWS_PER_POINT_READ", 10**9)
     filed = open_memo(db, engine)
     assert filed.get(replace(s, limits=tuple(x + 1 for x in s.limits))).cost == 7 * s.volume
     corners = [(key, p) for key, _, lo, hi, _ in filed.boxes() for p in (lo, hi)]
@@ -261,6 +330,12 @@ def test_a_key_scanned_before_filing_answers_as_the_filed_key(tmp_path, monkeypa
         assert [m.get(s) for s in specs] == want
         assert bool(m._staged) == (scans > 3)
         m.close()
+    # Every look-up answered from the box index, no key read whole: the same answers.
+    monkeypatch.setattr(memo_db, "POINT_READS", 10**9)
+    m = open_memo(db, engine)
+    assert [m.get(s) for s in specs] == want
+    assert not m._loaded and m._has_boxes
+    m.close()
     filed.close()
 
 
