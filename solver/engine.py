@@ -87,6 +87,7 @@ class Engine:
         self._children: dict[tuple, Spec] = {}  # decoded child atoms -> spec class
         self.stats = EngineStats()
         self.ids = LayoutIds()
+        self.tracks_alignment = True  # until the files are read (_catalog_terms)
         self._catalog_facts = self._load_catalog()
         # Surface grounding errors (unsafe variables, ...) in user files now, not mid-search
         # (the shipped files ground: _load_catalog just did, and the test suite runs them).
@@ -112,12 +113,13 @@ class Engine:
         return self._snapshot
 
     def _catalog_terms(self) -> list[tuple[int, clingo.Symbol]]:
-        """(rank, layout term) of each layout_cand/3 atom, in clingo's order. Grounding the
+        """(rank, layout term) of each layout_cand/3 atom, in clingo's order, and whether
+        the files declare track_alignment/0 (kept as `tracks_alignment`). Grounding the
         rule files for them was a tenth of a warm `query`, so they are remembered in the
         user's cache under the hash of the files (and clingo's version)."""
         from morello_asp.user_cache import pickled
 
-        def ground() -> list[tuple[int, str]]:
+        def ground() -> dict:
             messages: list[str] = []
             ctl = clingo.Control(["--warn=none"], logger=lambda c, m: messages.append(m))
             try:
@@ -127,16 +129,22 @@ class Engine:
             except RuntimeError:
                 raise RuleError("clingo cannot load the logic files:\n" + unsnapshot("\n".join(messages))) from None
             atoms = ctl.symbolic_atoms.by_signature("layout_cand", 3)
-            return [(a.symbol.arguments[0].number, str(a.symbol.arguments[1])) for a in atoms]
+            return {
+                "layouts": [(a.symbol.arguments[0].number, str(a.symbol.arguments[1])) for a in atoms],
+                "track_alignment": any(True for _ in ctl.symbolic_atoms.by_signature("track_alignment", 0)),
+            }
 
-        def parsed(terms) -> list[tuple[int, clingo.Symbol]] | None:
+        def parsed(value) -> list[tuple[int, clingo.Symbol]] | None:
             try:
-                return [(int(r), clingo.parse_term(t)) for r, t in terms]
-            except (TypeError, ValueError, RuntimeError):
+                if not isinstance(value["track_alignment"], bool):
+                    return None
+                return [(int(r), clingo.parse_term(t)) for r, t in value["layouts"]]
+            except (TypeError, ValueError, RuntimeError, KeyError):
                 return None
 
-        terms = pickled("catalogs", f"{self.logic_hash}-{clingo.__version__}", ground, lambda v: parsed(v) is not None)
-        return parsed(terms) or []
+        value = pickled("catalogs", f"{self.logic_hash}-{clingo.__version__}", ground, lambda v: parsed(v) is not None)
+        self.tracks_alignment = bool(value["track_alignment"])
+        return parsed(value) or []
 
     def _load_catalog(self) -> list[str]:
         """Number the catalog's layout terms (layout_cand/3) once per engine."""
@@ -231,7 +239,9 @@ class Engine:
         spec = self._children.get(key)
         if spec is None:
             kind, shape, ops, serial = key
-            spec = self._children[key] = build_child(kind, shape, ops, serial, self.ids, self.target)
+            spec = self._children[key] = build_child(
+                kind, shape, ops, serial, self.ids, self.target, self.tracks_alignment
+            )
         return spec
 
     # -------------------------------------------------------------------------- API

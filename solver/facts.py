@@ -142,10 +142,19 @@ _DTYPES = {d.short: d for d in Dtype}
 
 
 def build_child(
-    kind: str, shape: tuple[int, ...], ops: tuple[tuple, ...], serial: bool, ids: LayoutIds, target: Target
+    kind: str,
+    shape: tuple[int, ...],
+    ops: tuple[tuple, ...],
+    serial: bool,
+    ids: LayoutIds,
+    target: Target,
+    keep_alignment: bool = True,
 ) -> Spec:
     """The canonical spec a child's atoms describe (kind in snake case, operands as
-    (dtype, level, aligned, contiguity, vector size, layout id, stride or "") text)."""
+    (dtype, level, aligned, contiguity, vector size, layout id, stride or "") text).
+    Without `keep_alignment` (no rule in force reads it: track_alignment/0 in
+    rules/base.lp) every operand is aligned, so children that differ only there are one
+    class."""
     name = camel(kind)
     operands = []
     for op, opshape in zip(ops, get_kind(name).operand_shapes(shape)):
@@ -159,7 +168,7 @@ def build_child(
                 _DTYPES[dt],
                 lv.upper(),
                 ids.layouts[int(lay)],
-                al == "1",
+                al == "1" or not keep_alignment,
                 int(c),
                 int(v) or None,
                 int(st) if st else None,
