@@ -88,6 +88,7 @@ class Engine:
         self.stats = EngineStats()
         self.ids = LayoutIds()
         self.tracks_alignment = True  # until the files are read (_catalog_terms)
+        self.stride_levels: frozenset[str] | None = None
         self._catalog_facts = self._load_catalog()
         # Surface grounding errors (unsafe variables, ...) in user files now, not mid-search
         # (the shipped files ground: _load_catalog just did, and the test suite runs them).
@@ -114,7 +115,8 @@ class Engine:
 
     def _catalog_terms(self) -> list[tuple[int, clingo.Symbol]]:
         """(rank, layout term) of each layout_cand/3 atom, in clingo's order, and whether
-        the files declare track_alignment/0 (kept as `tracks_alignment`). Grounding the
+        the files declare track_alignment/0 (kept as `tracks_alignment`) and the levels
+        stride_read/1 holds for (`stride_levels`). Grounding the
         rule files for them was a tenth of a warm `query`, so they are remembered in the
         user's cache under the hash of the files (and clingo's version)."""
         from morello_asp.user_cache import pickled
@@ -132,11 +134,16 @@ class Engine:
             return {
                 "layouts": [(a.symbol.arguments[0].number, str(a.symbol.arguments[1])) for a in atoms],
                 "track_alignment": any(True for _ in ctl.symbolic_atoms.by_signature("track_alignment", 0)),
+                "stride_read": sorted(
+                    str(a.symbol.arguments[0]) for a in ctl.symbolic_atoms.by_signature("stride_read", 1)
+                ),
             }
 
         def parsed(value) -> list[tuple[int, clingo.Symbol]] | None:
             try:
-                if not isinstance(value["track_alignment"], bool):
+                if not isinstance(value["track_alignment"], bool) or not all(
+                    isinstance(x, str) for x in value["stride_read"]
+                ):
                     return None
                 return [(int(r), clingo.parse_term(t)) for r, t in value["layouts"]]
             except (TypeError, ValueError, RuntimeError, KeyError):
@@ -144,6 +151,7 @@ class Engine:
 
         value = pickled("catalogs", f"{self.logic_hash}-{clingo.__version__}", ground, lambda v: parsed(v) is not None)
         self.tracks_alignment = bool(value["track_alignment"])
+        self.stride_levels = frozenset(x.upper() for x in value["stride_read"])
         return parsed(value) or []
 
     def _load_catalog(self) -> list[str]:
@@ -240,7 +248,7 @@ class Engine:
         if spec is None:
             kind, shape, ops, serial = key
             spec = self._children[key] = build_child(
-                kind, shape, ops, serial, self.ids, self.target, self.tracks_alignment
+                kind, shape, ops, serial, self.ids, self.target, self.tracks_alignment, self.stride_levels
             )
         return spec
 

@@ -149,12 +149,14 @@ def build_child(
     ids: LayoutIds,
     target: Target,
     keep_alignment: bool = True,
+    stride_levels: frozenset[str] | None = None,
 ) -> Spec:
     """The canonical spec a child's atoms describe (kind in snake case, operands as
     (dtype, level, aligned, contiguity, vector size, layout id, stride or "") text).
     Without `keep_alignment` (no rule in force reads it: track_alignment/0 in
-    rules/base.lp) every operand is aligned, so children that differ only there are one
-    class."""
+    rules/base.lp) every operand is aligned, and an operand keeps its stride only at
+    `stride_levels` (stride_read/1 in rules/aliasing.lp; None: everywhere), so children
+    that differ only there are one class."""
     name = camel(kind)
     operands = []
     for op, opshape in zip(ops, get_kind(name).operand_shapes(shape)):
@@ -171,7 +173,7 @@ def build_child(
                 al == "1" or not keep_alignment,
                 int(c),
                 int(v) or None,
-                int(st) if st else None,
+                int(st) if st and (stride_levels is None or lv.upper() in stride_levels) else None,
             ).canonical(opshape, target)
         operands.append(ts)
     return Spec(name, shape, tuple(operands), serial, (), target)
