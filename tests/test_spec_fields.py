@@ -33,33 +33,32 @@ def test_the_shipped_rules_read_neither_alignment_nor_strides_at_l1():
     assert engine.stride_levels == frozenset({"GL"})  # the one level with a move into a cache
 
 
+def with_and_without(tmp_path, spec: str, declaration: str):
+    """The search of `spec` under the shipped rules and with `declaration` added: both
+    find the same cost, and dropping the field never adds a class."""
+    declared = tmp_path / "declared.lp"
+    declared.write_text(declaration + "\n")
+    plain, a = search(spec)
+    other, b = search(spec, [declared])
+    assert a.cost.main == b.cost.main
+    assert len(plain._class_cache) <= len(other._class_cache)
+    err, tol = a.compile().check()
+    assert err <= tol
+    return plain, other
+
+
 @pytest.mark.parametrize("spec", SPECS)
 def test_alignment_is_kept_only_under_track_alignment(tmp_path, spec):
-    declared = tmp_path / "track.lp"
-    declared.write_text("track_alignment.\n")
-    plain, a = search(spec)
-    tracked, b = search(spec, [declared])
+    plain, tracked = with_and_without(tmp_path, spec, "track_alignment.")
     assert tracked.tracks_alignment
     assert all(o.aligned for o in operands(plain))
     assert any(not o.aligned for o in operands(tracked))
-    assert len(plain._class_cache) <= len(tracked._class_cache)
-    assert a.cost.main == b.cost.main
-    for imp in (a, b):
-        err, tol = imp.compile().check()
-        assert err <= tol
 
 
 @pytest.mark.parametrize("spec", SPECS)
 def test_a_stride_is_kept_only_where_a_rule_reads_it(tmp_path, spec):
-    declared = tmp_path / "strides.lp"
-    declared.write_text("stride_read(l1). stride_read(vrf).\n")
-    plain, a = search(spec)
-    everywhere, b = search(spec, [declared])
+    plain, everywhere = with_and_without(tmp_path, spec, "stride_read(l1). stride_read(vrf).")
     assert everywhere.stride_levels == frozenset({"GL", "L1", "VRF"})
     assert all(o.stride is None for o in operands(plain) if o.level != "GL")
     assert any(o.stride is not None for o in operands(plain) if o.level == "GL")
     assert any(o.stride is not None for o in operands(everywhere) if o.level == "L1")
-    assert len(plain._class_cache) <= len(everywhere._class_cache)
-    assert a.cost.main == b.cost.main
-    err, tol = a.compile().check()
-    assert err <= tol
