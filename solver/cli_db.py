@@ -7,6 +7,7 @@ import json
 import os
 import sqlite3
 import sys
+import zlib
 from collections import defaultdict
 from pathlib import Path
 
@@ -276,6 +277,7 @@ def merge(dest: str, sources: list[str]) -> tuple[int, int, int]:
                     f"{k}={meta.get(k)!r}; tables merge only when built by the same rules and target (and the same "
                     "version of morello-asp)"
                 )
+    expansions = [x for src, meta, _ in read for x in _read_expansions(src, meta)]
     decoded = []
     for src, _, rows in read:
         try:
@@ -292,10 +294,46 @@ def merge(dest: str, sources: list[str]) -> tuple[int, int, int]:
         memo._begin()
         for key, lo, hi, d in decoded:
             memo._insert_box(key, lo, hi, d)
+        out = []
+        for key, point, enc in expansions:
+            for exp in enc:
+                exp[1] = [[memo._key_id(k, create=True), p] for k, p in exp[1]]
+            blob = zlib.compress(json.dumps(enc, separators=(",", ":")).encode(), 1)
+            out.append((memo._key_id(key, create=True), point, blob))
+        memo.con.executemany("INSERT OR IGNORE INTO expansions VALUES (?, ?, ?)", out)
         memo.flush()
         return len(decoded), before, len(memo)
     finally:
         memo.close()
+
+
+def _read_expansions(src: str, meta: dict) -> list[tuple[str, str, list]]:
+    """The source's expansion cache as (class key, point, expansions with their children's
+    keys as text), for merge to renumber in the destination's ids: without it, a merged
+    table answers the source's specs but grounds their classes again when it rebuilds a
+    program. Empty for another format of the cache."""
+    from .memo_db import EXPANSIONS_VERSION
+
+    if meta.get("expansions") != EXPANSIONS_VERSION:
+        return []
+    con = _connect(src)
+    try:
+        keys = dict(_rows(src, con, "SELECT id, key FROM ekeys"))
+        rows = list(_rows(src, con, "SELECT kid, point, value FROM expansions"))
+    finally:
+        con.close()
+    out = []
+    try:
+        for kid, point, value in rows:
+            enc = json.loads(zlib.decompress(value))
+            for exp in enc:
+                exp[1] = [[keys[k], p] for k, p in exp[1]]
+            out.append((keys[kid], point, enc))
+    except (ValueError, KeyError, TypeError, IndexError, zlib.error) as e:
+        raise MemoError(
+            f"memo table {src} has an expansion this version cannot read ({type(e).__name__}: {e}); nothing merged"
+        ) from None
+    return out
 
 
 def verify(path: str, rules=(), limit: int | None = None, quiet: bool = False) -> int:

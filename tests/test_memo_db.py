@@ -357,3 +357,30 @@ def test_a_query_imports_neither_numpy_nor_the_compiler(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "MultAdd(" in r.stdout  # the program's kernel
     assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_merged_table_rebuilds_the_sources_programs_without_grounding(tmp_path):
+    """`db merge` carries each source's expansion cache over (its classes renumbered in the
+    destination's key ids), so a program of a source is rebuilt from the merged table
+    with no clingo call, and it is the source's program."""
+    from morello_asp.solver.cli_db import merge
+    from morello_asp.solver.dp import Search
+    from morello_asp.solver.engine import Engine
+    from morello_asp.solver.memo_db import open_memo
+
+    def build(db, spec):
+        engine = Engine("avx2")  # fresh: a table keeps the classes its search grounded
+        m = open_memo(db, engine)
+        imp = Search(engine, m).build(parse_spec(spec))
+        m.close()
+        return engine, imp
+
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    build(a, "Matmul(4x4x4, f32)")
+    _, want = build(b, "Matmul(2x4x8, f32)")
+    merge(str(a), [str(b)])
+    engine, got = build(a, "Matmul(2x4x8, f32)")
+    assert engine.stats.calls == 0
+    assert str(got) == str(want)
+    err, tol = got.compile().check()
+    assert err <= tol
