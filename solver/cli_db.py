@@ -241,6 +241,15 @@ def compact(path: str) -> tuple[int, int]:
     return len(rows), len(m)
 
 
+def _read_all(path: str, *queries: str) -> list[list]:
+    """Every row of each query, read from the table at `path` and closed again."""
+    con = _connect(path)
+    try:
+        return [list(_rows(path, con, q)) for q in queries]
+    finally:
+        con.close()
+
+
 def merge(dest: str, sources: list[str]) -> tuple[int, int, int]:
     """Every decision of each source table into `dest` (created if missing), in the
     source's order, merging rectangles as they go in; `dest`'s own answers keep their
@@ -253,13 +262,10 @@ def merge(dest: str, sources: list[str]) -> tuple[int, int, int]:
     for src in sources:
         if Path(src).resolve() == Path(dest).resolve():
             raise InputError(f"cannot merge {src} into itself")
-        con = _connect(src)
-        try:
-            meta = dict(_rows(src, con, "SELECT k, v FROM meta"))
-            rows = list(_rows(src, con, "SELECT key, lo, hi, value FROM decisions ORDER BY seq"))
-        finally:
-            con.close()
-        read.append((src, meta, rows))
+        meta_rows, rows = _read_all(
+            src, "SELECT k, v FROM meta", "SELECT key, lo, hi, value FROM decisions ORDER BY seq"
+        )
+        read.append((src, dict(meta_rows), rows))
     if Path(dest).exists():
         con = _connect(dest)
         try:
@@ -316,12 +322,8 @@ def _read_expansions(src: str, meta: dict) -> list[tuple[str, str, list]]:
 
     if meta.get("expansions") != EXPANSIONS_VERSION:
         return []
-    con = _connect(src)
-    try:
-        keys = dict(_rows(src, con, "SELECT id, key FROM ekeys"))
-        rows = list(_rows(src, con, "SELECT kid, point, value FROM expansions"))
-    finally:
-        con.close()
+    key_rows, rows = _read_all(src, "SELECT id, key FROM ekeys", "SELECT kid, point, value FROM expansions")
+    keys = dict(key_rows)
     out = []
     try:
         for kid, point, value in rows:
