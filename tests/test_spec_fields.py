@@ -6,6 +6,8 @@ numpy."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from morello_asp import parse_spec
@@ -16,7 +18,9 @@ from morello_asp.solver.memo import DictMemo
 SPECS = ["Matmul(4x8x8, f32)", "Matmul(2x4x4x4, f32)"]
 
 
+@functools.cache
 def search(spec: str, rules=()):
+    """A fresh engine's search (the shipped rules' searches are shared by the tests)."""
     engine = Engine("avx2", tuple(rules))
     s = Search(engine, DictMemo())
     imp = s.build(parse_spec(spec))
@@ -39,7 +43,7 @@ def with_and_without(tmp_path, spec: str, declaration: str):
     declared = tmp_path / "declared.lp"
     declared.write_text(declaration + "\n")
     plain, a = search(spec)
-    other, b = search(spec, [declared])
+    other, b = search(spec, (declared,))
     assert a.cost.main == b.cost.main
     assert len(plain._class_cache) <= len(other._class_cache)
     err, tol = a.compile().check()
