@@ -50,6 +50,31 @@ def main(argv=None) -> int:
         raise SystemExit(f"error: {e}") from None
     search = make_search("avx2", db=args.db)
     status(f"synthesizing {args.spec} and sampling {args.count} programs")
+    targets = [calibrated.target] + ([other.target] if other else [])
+    refused: set[str] = set()
+
+    def compilable(imp) -> bool:
+        """Every kernel of the program has C and a cost in every target it is compiled
+        for and ranked under: kernels avx2 gained after a target was calibrated (the
+        generic scalar `point`, `VectorCopy`) have neither there."""
+        from morello_asp.ir import KernelApp
+        from morello_asp.naming import snake
+
+        for e in [calibrated] + ([other] if other else []):
+            try:
+                recost(imp, e)
+            except ValueError as err:
+                refused.add(str(err).split(" for ")[0])
+                return False
+        for node in imp.walk():
+            if isinstance(node, KernelApp):
+                k, dt = snake(node.kernel), node.spec.operands[0].dtype.short
+                for t in targets:
+                    if (k, dt) not in t.kernel_c and (k, "any") not in t.kernel_c:
+                        refused.add(f"{node.kernel} ({t.name})")
+                        return False
+        return True
+
     progs = distinct_programs(
         search,
         spec,
@@ -58,7 +83,10 @@ def main(argv=None) -> int:
         p_opt=args.p_opt,
         seed=args.seed,
         progress=lambda n, tries: status(f"sampled {n}/{args.count} programs ({tries} draws)"),
+        accept=compilable,
     )
+    if refused:
+        print(f"left out: programs with a kernel a calibrated target lacks: {'; '.join(sorted(refused))}")
     search.memo.flush()
     fns = compile_checked(progs, args.target)  # the calibrated target's C and flags
     if other:
@@ -96,4 +124,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from morello_asp.cli import run_script
+
+    raise SystemExit(run_script(main, "cost_rank.py"))

@@ -317,8 +317,10 @@ def distinct_programs(
     seed: int = 0,
     attempts: int | None = None,
     progress=None,
+    accept=None,
 ) -> list[Impl]:
-    """Up to `count` programs of `spec` with different C; the optimal program first."""
+    """Up to `count` programs of `spec` with different C; the optimal program first.
+    With `accept`, a drawn program it refuses is left out (and not counted)."""
     rng = random.Random(seed)
     best = search.build(spec)
     seen = {code_key(best)}
@@ -328,7 +330,7 @@ def distinct_programs(
             break
         imp = sample_program(search, spec, rng, k, p_opt, depth)
         key = code_key(imp)
-        if key not in seen:
+        if key not in seen and (accept is None or accept(imp)):
             seen.add(key)
             out.append(imp)
         if progress:
