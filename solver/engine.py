@@ -87,7 +87,7 @@ class Engine:
         self._children: dict[tuple, Spec] = {}  # decoded child atoms -> spec class
         self.stats = EngineStats()
         self.ids = LayoutIds()
-        self.tracks_alignment = True  # until the files are read (_catalog_terms)
+        self.tracks_alignment = True  # until the files are read (_load_catalog)
         self.stride_levels: frozenset[str] | None = None
         self._catalog_facts = self._load_catalog()
         # Surface grounding errors (unsafe variables, ...) in user files now, not mid-search
@@ -113,12 +113,12 @@ class Engine:
                     self._snapshot = files
         return self._snapshot
 
-    def _catalog_terms(self) -> list[tuple[int, clingo.Symbol]]:
-        """(rank, layout term) of each layout_cand/3 atom, in clingo's order, and whether
-        the files declare track_alignment/0 (kept as `tracks_alignment`) and the levels
-        stride_read/1 holds for (`stride_levels`). Grounding the
-        rule files for them was a tenth of a warm `query`, so they are remembered in the
-        user's cache under the hash of the files (and clingo's version)."""
+    def _declarations(self) -> dict:
+        """What the whole rule set says without any spec: the layout catalog, (rank,
+        layout term text) of each layout_cand/3 atom in clingo's order; whether the files
+        declare track_alignment/0; the levels stride_read/1 holds for. Grounding the rule
+        files for them was a tenth of a warm `query`, so they are remembered in the user's
+        cache under the hash of the files (and clingo's version)."""
         from morello_asp.user_cache import pickled
 
         def ground() -> dict:
@@ -139,31 +139,33 @@ class Engine:
                 ),
             }
 
-        def parsed(value) -> list[tuple[int, clingo.Symbol]] | None:
+        def well_formed(value) -> bool:
             try:
-                if not isinstance(value["track_alignment"], bool) or not all(
-                    isinstance(x, str) for x in value["stride_read"]
-                ):
-                    return None
-                return [(int(r), clingo.parse_term(t)) for r, t in value["layouts"]]
-            except (TypeError, ValueError, RuntimeError, KeyError):
-                return None
+                return (
+                    isinstance(value["track_alignment"], bool)
+                    and all(isinstance(x, str) for x in value["stride_read"])
+                    and all(isinstance(r, int) and isinstance(t, str) for r, t in value["layouts"])
+                )
+            except (KeyError, TypeError, ValueError):  # an entry of another format
+                return False
 
-        value = pickled("catalogs", f"{self.logic_hash}-{clingo.__version__}", ground, lambda v: parsed(v) is not None)
-        self.tracks_alignment = bool(value["track_alignment"])
-        self.stride_levels = frozenset(x.upper() for x in value["stride_read"])
-        return parsed(value) or []
+        return pickled("catalogs", f"{self.logic_hash}-{clingo.__version__}", ground, well_formed)
 
     def _load_catalog(self) -> list[str]:
-        """Number the catalog's layout terms (layout_cand/3) once per engine."""
+        """Number the catalog's layout terms (layout_cand/3) once per engine, and keep what
+        the files declare about spec fields (`tracks_alignment`, `stride_levels`)."""
         # Row-major layouts first (ids 0-7 for ranks 1-8): a rewrite that reshapes views
         # (spatial_split) names its children's, and the ids stay put when the catalog grows.
         from morello_asp.layout import Layout
 
         from .catalog_proofs import prove_catalog_layout_cached
 
+        decl = self._declarations()
+        self.tracks_alignment = decl["track_alignment"]
+        self.stride_levels = frozenset(x.upper() for x in decl["stride_read"])
         facts = [f"layout_row_major({r},{self.ids.id(Layout.row_major(r))})." for r in range(1, 9)]
-        for rank, term in self._catalog_terms():
+        for rank, text in decl["layouts"]:
+            term = clingo.parse_term(text)
             lay = layout_from_symbol(term)
             proved, ob = prove_catalog_layout_cached(lay, rank)
             if not proved:
