@@ -300,13 +300,7 @@ def merge(dest: str, sources: list[str]) -> tuple[int, int, int]:
         memo._begin()
         for key, lo, hi, d in decoded:
             memo._insert_box(key, lo, hi, d)
-        out = []
-        for key, point, enc in expansions:
-            for exp in enc:
-                exp[1] = [[memo._key_id(k, create=True), p] for k, p in exp[1]]
-            blob = zlib.compress(json.dumps(enc, separators=(",", ":")).encode(), 1)
-            out.append((memo._key_id(key, create=True), point, blob))
-        memo.con.executemany("INSERT OR IGNORE INTO expansions VALUES (?, ?, ?)", out)
+        memo.store_expansion_rows(expansions)
         memo.flush()
         return len(decoded), before, len(memo)
     finally:
@@ -314,8 +308,8 @@ def merge(dest: str, sources: list[str]) -> tuple[int, int, int]:
 
 
 def _read_expansions(src: str, meta: dict) -> list[tuple[str, str, list]]:
-    """The source's expansion cache as (class key, point, expansions with their children's
-    keys as text), for merge to renumber in the destination's ids: without it, a merged
+    """The source's expansion cache as SqliteMemo.store_expansion_rows takes it (class
+    keys as text), for merge to number in the destination's ids: without it, a merged
     table answers the source's specs but grounds their classes again when it rebuilds a
     program. Empty for another format of the cache."""
     from .memo_db import EXPANSIONS_VERSION

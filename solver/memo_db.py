@@ -409,6 +409,7 @@ class SqliteMemo(RectMemo):
             )
         )
 
+    @_sql_errors
     def _read_point(self, key, p):
         if not self._has_boxes or self._all_loaded or key in self._loaded:
             return _UNREAD
@@ -443,8 +444,6 @@ class SqliteMemo(RectMemo):
             for _, lo, hi, val in self.con.execute(sql, args):
                 if all(a <= x <= c for a, x, c in zip(json.loads(lo), p, json.loads(hi))):
                     return self._decode(val, key)
-        except sqlite3.DatabaseError as e:
-            raise MemoError(f"memo table {self.path}: {e}") from None
         except _ROW_ERRORS as e:
             raise self._unreadable(e) from None
         return None
@@ -660,22 +659,27 @@ class SqliteMemo(RectMemo):
                         self._action_json[e.action] = atext
                     except TypeError:
                         pass
-                kids = []
-                for ch in e.children:
-                    ck, cp = self._class_coords(ch)
-                    kids.append([self._key_id(ck, create=True), cp])
+                kids = [list(self._class_coords(ch)) for ch in e.children]
                 enc.append([atext, kids, list(e.keys), e.kernel_cost, list(e.alloc) if e.alloc else None])
-            rows.append(
-                (
-                    self._key_id(key, create=True),
-                    json.dumps(point),
-                    zlib.compress(json.dumps(enc, separators=(",", ":")).encode(), 1),
-                )
-            )
-        if rows:
+            rows.append((key, json.dumps(point), enc))
+        self.store_expansion_rows(rows)
+
+    @_sql_errors
+    def store_expansion_rows(self, rows) -> None:
+        """Rows (class key, point as JSON text, expansions) into the expansion cache; an
+        expansion is [action JSON text, [[child class key, child point], ...], child keys,
+        kernel cost, allocation]. Keys are numbered in this file's ekeys and each row's
+        expansions kept as zlib'd compact JSON; a class the cache has keeps its own."""
+        out = []
+        for key, point, enc in rows:
+            for exp in enc:
+                exp[1] = [[self._key_id(k, create=True), p] for k, p in exp[1]]
+            blob = zlib.compress(json.dumps(enc, separators=(",", ":")).encode(), 1)
+            out.append((self._key_id(key, create=True), point, blob))
+        if out:
             self._begin()
-            self.con.executemany("INSERT OR IGNORE INTO expansions VALUES (?, ?, ?)", rows)
-            self.expansions_saved += len(rows)
+            self.con.executemany("INSERT OR IGNORE INTO expansions VALUES (?, ?, ?)", out)
+            self.expansions_saved += len(out)
 
     def put(self, spec, decision) -> None:
         super().put(spec, decision)
