@@ -50,7 +50,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"error: {e}") from None
     search = make_search("avx2", db=args.db)
     status(f"synthesizing {args.spec} and sampling {args.count} programs")
-    targets = [calibrated.target] + ([other.target] if other else [])
+    engines = [calibrated] + ([other] if other else [])
     refused: set[str] = set()
 
     def compilable(imp) -> bool:
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
         from morello_asp.ir import KernelApp
         from morello_asp.naming import snake
 
-        for e in [calibrated] + ([other] if other else []):
+        for e in engines:
             try:
                 recost(imp, e)
             except ValueError as err:
@@ -69,9 +69,9 @@ def main(argv=None) -> int:
         for node in imp.walk():
             if isinstance(node, KernelApp):
                 k, dt = snake(node.kernel), node.spec.operands[0].dtype.short
-                for t in targets:
-                    if (k, dt) not in t.kernel_c and (k, "any") not in t.kernel_c:
-                        refused.add(f"{node.kernel} ({t.name})")
+                for e in engines:
+                    if (k, dt) not in e.target.kernel_c and (k, "any") not in e.target.kernel_c:
+                        refused.add(f"{node.kernel} ({e.target.name})")
                         return False
         return True
 
