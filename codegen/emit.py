@@ -592,7 +592,8 @@ def bench_function(spec: Spec, fname: str = "kernel") -> str:
     64-byte aligned, BENCH_GAP bytes apart so that equal-sized operands do not start at
     the same 4 KiB offset), so the buffers' placement is the same in every process; runs
     `warmup` calls; times one call to choose the calls per repetition (enough for
-    `min_time` seconds, 1 to 10^7); then times `reps` repetitions with
+    `min_time` seconds, 1 to 10^7; a compiler barrier after each call keeps gcc from
+    merging the calls); then times `reps` repetitions with
     clock_gettime(CLOCK_MONOTONIC), seconds per call in `times`. Returns the calls per
     repetition (-1 if the arena cannot be allocated)."""
     names = param_names(spec)
@@ -603,6 +604,11 @@ def bench_function(spec: Spec, fname: str = "kernel") -> str:
         at += -(-nbytes // 64) * 64 + BENCH_GAP
     total = -(-at // 4096) * 4096
     bargs = ", ".join(f"b_{n}" for n in names)
+    # Each call must do its work: with `kernel` inlined here (it is in the same module),
+    # gcc may hoist a register-resident program's loads and sink its stores out of the
+    # loop, leaving it empty (0.2 ps per "call"). An empty asm that may read and write
+    # every operand's memory after each call forbids that, and emits no instruction.
+    barrier = '__asm__ __volatile__("" : : ' + ", ".join(f'"r"(b_{n})' for n in names) + ' : "memory");'
     L = [
         bench_signature(spec, fname),
         "{",
@@ -624,7 +630,7 @@ def bench_function(spec: Spec, fname: str = "kernel") -> str:
         "    long iters = want < 1 ? 1 : want > 1e7 ? 10000000 : (long)want;",
         "    for (int r = 0; r < reps; r++) {",
         "        clock_gettime(CLOCK_MONOTONIC, &t0);",
-        f"        for (long i = 0; i < iters; i++) {fname}({bargs});",
+        f"        for (long i = 0; i < iters; i++) {{ {fname}({bargs}); {barrier} }}",
         "        clock_gettime(CLOCK_MONOTONIC, &t1);",
         "        double t = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);",
         "        times[r] = t / (double)iters;",
