@@ -199,4 +199,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from morello_asp.cli import run_script
+
+    raise SystemExit(run_script(main, "calibrate.py"))

@@ -45,6 +45,7 @@ from ..target import ENCODINGS, Target
 PS_PER_UNIT = 1  # one cost unit of the calibrated target, in picoseconds
 TARGETS = ENCODINGS / "targets"
 BASE = TARGETS / "avx2"
+SCALAR = TARGETS / "c_scalar.lp"  # the generic scalar kernel `point`, as avx2.lp includes it
 REPLACED = {"tgt_name", "tgt_level", "tgt_loop_overhead", "tgt_move_overhead", "kernel_cost"}
 LOOP = "loop.iter"  # the feature and number of tgt_loop_overhead/1
 MOVE = "move"  # "<LEVEL>.move": the feature and number of tgt_move_overhead(level, _)
@@ -88,6 +89,7 @@ def kernels_of(target: Target) -> list[str]:
 
     ctl = clingo.Control(["--warn=none"])
     ctl.load(str(BASE / "kernels.lp"))
+    ctl.load(str(SCALAR))
     ctl.ground([("base", [])])
     return sorted(str(a.symbol.arguments[0]) for a in ctl.symbolic_atoms.by_signature("tgt_kernel", 1))
 
@@ -101,9 +103,9 @@ def target_text(
     c_flags: tuple[str, ...] = NO_VECTORIZE,
 ) -> str:
     """The fact file of a calibrated target. Includes are relative to encodings/targets
-    unless `include_dir` is given (for files written elsewhere). `c_flags` are gcc flags
+    unless `include_dir` (that folder, for files written elsewhere) is given. `c_flags` are gcc flags
     added to those of avx2/kernels_c.lp."""
-    inc = (lambda f: str(BASE / f)) if include_dir else (lambda f: f"avx2/{f}")
+    inc = (lambda f: str(include_dir / f)) if include_dir else (lambda f: f)
     lines = [f"% {lv}" if lv else "%" for lv in header.splitlines()]
     lines += ["", f"tgt_name({name}).", ""]
     for lv in base.levels:
@@ -130,7 +132,7 @@ def target_text(
             "% (no auto-vectorized scalar loops), as the calibration measured them.",
             " ".join(f'tgt_c_flag("{f}").' for f in c_flags),
         ]
-    lines += ["", f'#include "{inc("kernel_units.lp")}".', f'#include "{inc("kernels_c.lp")}".', ""]
+    lines += ["", *(f'#include "{inc(f)}".' for f in ("avx2/kernel_units.lp", "avx2/kernels_c.lp", SCALAR.name)), ""]
     return "\n".join(lines)
 
 
@@ -138,7 +140,7 @@ def write_target(
     path: Path, name: str, base: Target, cal: Calibration, header: str = "", c_flags: tuple[str, ...] = NO_VECTORIZE
 ) -> Path:
     in_targets = path.resolve().parent == TARGETS.resolve()
-    path.write_text(target_text(name, base, cal, header, None if in_targets else BASE, c_flags))
+    path.write_text(target_text(name, base, cal, header, None if in_targets else TARGETS, c_flags))
     return path
 
 
