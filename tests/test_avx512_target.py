@@ -83,6 +83,7 @@ def test_the_hand_recipe_on_avx512_keeps_its_block_in_zmm_registers():
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc on PATH")
+@pytest.mark.slow  # ~8 s
 def test_matmul_benchmark_builds_avx512_programs_and_runs_them_only_where_it_can():
     """`benchmarks/matmul.py --target avx512`: synthesizes and compiles; on a CPU without
     avx512f one line names the flag (exit 0, no traceback); with it, the timing table."""

@@ -44,7 +44,7 @@ def test_matmul_declares_its_batch():
     assert rc == 30 and {"kb(matmul,b)", "kb(matmul_accum,b)"} <= set(text.split())
 
 
-@pytest.mark.parametrize("text", ["Matmul(3x5x4x6, f32)", "Matmul(2x8x8x8, f32)"])
+@pytest.mark.parametrize("text", ["Matmul(3x5x4x6, f32)", pytest.param("Matmul(2x8x8x8, f32)", marks=pytest.mark.slow)])
 def test_a_batched_matmul_loops_over_its_elements_first_and_runs(text):
     search, imp = _search(text)
     first = _loops(imp)[0]
@@ -53,6 +53,7 @@ def test_a_batched_matmul_loops_over_its_elements_first_and_runs(text):
     assert err <= tol
 
 
+@pytest.mark.slow  # ~15 s; the slow part of CI runs it
 def test_a_batch_adds_few_specs_to_the_search():
     """Counted, not timed: the batch-4 search solves the batch-1 specs and a few more."""
     one, imp1 = _search("Matmul(8x8x8, f32)")

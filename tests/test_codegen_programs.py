@@ -55,7 +55,7 @@ def test_rf_accumulator_with_value_assign(dt):
     assert_matches(imp)
 
 
-@pytest.mark.parametrize("dt", ["f32", "i32"])
+@pytest.mark.parametrize("dt", ["f32", pytest.param("i32", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("m,k,n", [(12, 8, 32), (13, 5, 20)])
 def test_vector_register_blocks(dt, m, k, n):
     """out blocks in VRF (__m256 and, for a 4-wide boundary, __m128), rhs rows loaded
@@ -99,7 +99,7 @@ def test_dot_product_loop_and_col_major_operand():
     np.testing.assert_allclose(fn(a, b), a @ b, rtol=1e-5)
 
 
-@pytest.mark.parametrize("dt", ["f32", "i32"])
+@pytest.mark.parametrize("dt", ["f32", pytest.param("i32", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("size", [(12, 16, 32), (32, 32, 32), (50, 96, 96)])
 def test_fast_matmul_recipe(dt, size):
     """The example's recipe: packed B (stack buffer, or heap above 32 KiB), 6x16 register

@@ -139,6 +139,7 @@ def test_register_block_recipe_is_in_the_search_space():
     check(best)
 
 
+@pytest.mark.slow  # ~7 s
 def test_spatial_split_over_filters_packed_by_output_channel():
     """Filters blocked by 16 output channels ([0, 2, 3, 1, 0 p(16)], as the conv guide
     packs them): a 16-channel block's (c, f) planes are row-major, so spatial_split

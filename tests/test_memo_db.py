@@ -295,6 +295,7 @@ def test_a_table_without_the_rtree_module_reads_whole_keys(tmp_path, monkeypatch
     m.close()
 
 
+@pytest.mark.slow  # ~5 s
 def test_a_key_scanned_before_filing_answers_as_the_filed_key(tmp_path, monkeypatch):
     """A key read from the file is scanned row by row for its first look-ups and filed in
     the point index after: both give every box's corners the same answer (the first box by
@@ -359,6 +360,7 @@ def test_a_query_imports_neither_numpy_nor_the_compiler(tmp_path):
     assert r.stdout.strip().splitlines()[-1] == "[]"
 
 
+@pytest.mark.slow  # ~8 s
 def test_a_merged_table_rebuilds_the_sources_programs_without_grounding(tmp_path):
     """`db merge` carries each source's expansion cache over (its classes renumbered in the
     destination's key ids), so a program of a source is rebuilt from the merged table

@@ -35,7 +35,7 @@ def test_neon_target_facts():
     "spec",
     [
         "Matmul(3x5x7, f32)",
-        "Matmul(4x4x8, f32)",
+        pytest.param("Matmul(4x4x8, f32)", marks=pytest.mark.slow),
         "Matmul(1x9x2, f32)",
         "Matmul(2x3x5, i32)",
         f"(MatmulAccum(1x1x32x1, (f32, GL, row_major), (f32, GL, col_major), (f32, GL, row_major), serial), {LIMITS})",

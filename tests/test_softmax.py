@@ -265,6 +265,7 @@ def test_online_softmax_split_across_tiles_runs_and_is_proved(n, t):
     assert rep.ok, str(rep)
 
 
+@pytest.mark.slow  # ~4 s
 def test_the_search_splits_a_long_row_with_the_online_form():
     """A row twice L1 (64 KiB): the search reads it twice, once by the online
     accumulation over halves kept in L1, once to store the results, where without the

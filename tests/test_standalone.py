@@ -27,7 +27,7 @@ def _can_run_avx2() -> None:
         pytest.skip(f"cannot run avx2 programs here: {why}")
 
 
-@pytest.mark.parametrize("spec", ["Matmul(3x5x7, f32)", "Matmul(4x4x8, f32)"])
+@pytest.mark.parametrize("spec", ["Matmul(3x5x7, f32)", pytest.param("Matmul(4x4x8, f32)", marks=pytest.mark.slow)])
 def test_cli_output_compiles_with_plain_gcc_runs_and_matches_numpy(tmp_path, spec):
     _can_run_avx2()
     r = subprocess.run([*MORELLO, "synth", spec, "--emit", "c", "--standalone", "-q"], capture_output=True, text=True)
