@@ -57,8 +57,9 @@ def main(argv=None) -> int:
         """Every kernel of the program has C and a cost in every target it is compiled
         for and ranked under: kernels avx2 gained after a target was calibrated (the
         generic scalar `point`, `VectorCopy`) have neither there."""
+        from morello_asp.codegen.ctarget import get_ctarget
+        from morello_asp.errors import CodegenError
         from morello_asp.ir import KernelApp
-        from morello_asp.naming import snake
 
         for e in engines:
             try:
@@ -68,9 +69,11 @@ def main(argv=None) -> int:
                 return False
         for node in imp.walk():
             if isinstance(node, KernelApp):
-                k, dt = snake(node.kernel), node.spec.operands[0].dtype.short
+                dtype = str(node.spec.operands[node.spec.output].dtype)  # as codegen looks it up
                 for e in engines:
-                    if (k, dt) not in e.target.kernel_c and (k, "any") not in e.target.kernel_c:
+                    try:
+                        get_ctarget(e.target).template(node.kernel, dtype)
+                    except CodegenError:
                         refused.add(f"{node.kernel} ({e.target.name})")
                         return False
         return True
