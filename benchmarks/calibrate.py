@@ -29,6 +29,8 @@ from alternatives import distinct_programs, recost  # noqa: E402
 from calibrated_target import NO_VECTORIZE, PS_PER_UNIT, TARGETS, CostTerms, default_header, write_target  # noqa: E402
 from timing import compile_checked, median_times, spearman, status  # noqa: E402
 
+from morello_asp.errors import InputError  # noqa: E402
+
 SMALL = [
     "Matmul(8x8x8, f32)",
     "Matmul(4x8x16, f32)",
@@ -63,7 +65,7 @@ def fit(rows: list[list[float]], seconds: list[float], floor_ns: float, relative
         import numpy as np
         from scipy.optimize import lsq_linear
     except ImportError:
-        raise SystemExit("calibration needs scipy: pip install -e '.[bench]'") from None
+        raise InputError("calibration needs scipy: pip install -e '.[bench]'") from None
     y = np.array(seconds) * 1e9
     x = np.hstack([np.array(rows, float), np.ones((len(y), 1))])
     lb = np.full(x.shape[1], floor_ns)
@@ -85,7 +87,7 @@ def sample(plan, db):
         try:
             spec = parse_spec(text)
         except MorelloError as e:
-            raise SystemExit(f"bad training spec {text!r}: {e}") from None
+            raise InputError(f"bad training spec {text!r}: {e}") from None
         status(f"sampling programs of {text}")
         progs += distinct_programs(
             search,
@@ -125,7 +127,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     c_flags = () if args.vectorize else NO_VECTORIZE
     if args.out.suffix != ".lp":
-        raise SystemExit("--out must be a .lp file")
+        raise InputError(f"--out {args.out}: must be a .lp file")
     name = args.name or args.out.stem
 
     from morello_asp.solver.engine import Engine

@@ -38,16 +38,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from morello_asp import parse_spec
-    from morello_asp.errors import MorelloError
     from morello_asp.solver.engine import Engine
     from morello_asp.synthesis import make_search
 
-    try:
-        spec = parse_spec(args.spec)
-        calibrated = Engine(args.target)
-        other = Engine(args.against) if args.against else None
-    except MorelloError as e:
-        raise SystemExit(f"error: {e}") from None
+    spec = parse_spec(args.spec)  # a bad spec or target is one line, exit 2 (run_script)
+    calibrated = Engine(args.target)
+    other = Engine(args.against) if args.against else None
     search = make_search("avx2", db=args.db)
     status(f"synthesizing {args.spec} and sampling {args.count} programs")
     engines = [calibrated] + ([other] if other else [])
