@@ -7,7 +7,9 @@ processes one after the other, so a change in the machine's load falls on both.
 The base revision is exported (`git archive`) and installed without its dependencies
 into a throwaway virtual environment that borrows this one's (clingo, z3, numpy, ...).
 Both synthesize with the same number of clingo workers and print the program's cost,
-which must agree: a revision that changes the result is not a speed-up.
+which must agree: a revision that changes the result is not a speed-up. Each search
+starts from a new, empty SQLite table, as a user's first `synth` does (--memo dict: in
+memory, nothing written).
 """
 
 from __future__ import annotations
@@ -29,11 +31,17 @@ from morello_asp import parse_spec
 from morello_asp.solver.dp import Search
 from morello_asp.solver.engine import Engine
 from morello_asp.solver.memo import DictMemo
-n = int(sys.argv[1])
+n, memo = int(sys.argv[1]), sys.argv[2]
 engine = Engine("avx2")
-search = Search(engine, DictMemo())
+if memo == "dict":
+    table = DictMemo()
+else:
+    from morello_asp.solver.memo_db import open_memo
+    table = open_memo(__import__("pathlib").Path(memo), engine)
+search = Search(engine, table)
 t0 = time.perf_counter()
 imp = search.build(parse_spec(f"Matmul({n}x{n}x{n}, f32)"))
+table.flush()
 wall = time.perf_counter() - t0
 where = __import__("morello_asp").__file__
 print(json.dumps({"where": where, "wall": wall, "cost": imp.cost.main, "solved": search.stats.solved}))
@@ -65,8 +73,10 @@ def base_python(rev: str, work: Path) -> Path:
     return py
 
 
-def run(py: Path | str, n: int) -> dict:
-    r = subprocess.run([str(py), "-c", ONE, str(n)], capture_output=True, text=True, cwd=tempfile.gettempdir())
+def run(py: Path | str, n: int, memo: str = "table") -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        where = memo if memo == "dict" else str(Path(tmp) / "memo.db")
+        r = subprocess.run([str(py), "-c", ONE, str(n), where], capture_output=True, text=True, cwd=tmp)
     if r.returncode != 0:
         raise SystemExit(f"{py}: Matmul {n}^3 failed: {r.stderr.strip().splitlines()[-1:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -77,6 +87,9 @@ def main(argv=None):
     ap.add_argument("--base", required=True, help="the git revision to compare with, e.g. HEAD~3")
     ap.add_argument("--sizes", type=int, nargs="+", default=[8, 16])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--memo", choices=("table", "dict"), default="table", help="where decisions go (default: a new SQLite table)"
+    )
     ap.add_argument("--plot", help="write a chart of the median wall time per size")
     args = ap.parse_args(argv)
     rev = subprocess.run(
@@ -92,11 +105,11 @@ def main(argv=None):
         for r in range(args.rounds):
             for n in args.sizes:
                 for name, py in pythons.items():
-                    got.setdefault((name, n), []).append(run(py, n))
+                    got.setdefault((name, n), []).append(run(py, n, args.memo))
                     last = got[name, n][-1]
                     print(f"round {r + 1}, {n}^3, {name}: {last['wall']:.1f} s ({last['where']})", file=sys.stderr)
     names = list(pythons)
-    print(f"cold Matmul n^3 f32 from an empty memo, {args.rounds} interleaved rounds")
+    print(f"cold Matmul n^3 f32 from an empty memo ({args.memo}), {args.rounds} interleaved rounds")
     print("| n | " + " | ".join(f"{k}: wall s (median)" for k in names) + " | speed-up (paired median) | cost |")
     print("|---|" + "---|" * (len(names) + 2))
     medians: dict[str, list[float]] = {k: [] for k in names}

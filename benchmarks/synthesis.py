@@ -4,25 +4,35 @@ of the time clingo (grounding + solving the rule files) takes.
     python benchmarks/synthesis.py --sizes 4 8 16 [--batches 1 4] [--plot synth.png]
 
 With --batches, each size runs once per batch (Matmul BxNxNxN), in the order given.
+Each search starts from a new, empty SQLite table, as `synth` does for a user whose
+default table is new; --memo dict keeps decisions in memory instead (nothing written).
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
+from pathlib import Path
 
 from morello_asp import parse_spec
 from morello_asp.solver.dp import Search
 from morello_asp.solver.engine import Engine
 from morello_asp.solver.memo import DictMemo
+from morello_asp.solver.memo_db import open_memo
 
 
-def run(n: int, dtype: str = "f32", batch: int = 1) -> dict:
+def run(n: int, dtype: str = "f32", batch: int = 1, memo: str = "table") -> dict:
     engine = Engine("avx2")  # fresh: no expansion cache carried between sizes
-    search = Search(engine, DictMemo())
-    t0 = time.perf_counter()
-    imp = search.build(parse_spec(f"Matmul({batch}x{n}x{n}x{n}, {dtype})"))
-    wall = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as tmp:
+        table = open_memo(Path(tmp) / "memo.db", engine) if memo == "table" else DictMemo()
+        search = Search(engine, table)
+        t0 = time.perf_counter()
+        imp = search.build(parse_spec(f"Matmul({batch}x{n}x{n}x{n}, {dtype})"))
+        table.flush()
+        wall = time.perf_counter() - t0
+        if memo == "table":
+            table.close()
     return {
         "n": n,
         "batch": batch,
@@ -40,6 +50,9 @@ def main(argv=None):
     ap.add_argument("--sizes", type=int, nargs="+", default=[4, 8, 16, 32, 64])
     ap.add_argument("--dtype", default="f32")
     ap.add_argument("--batches", type=int, nargs="+", default=[1], help="batch sizes (Matmul BxNxNxN)")
+    ap.add_argument(
+        "--memo", choices=("table", "dict"), default="table", help="where decisions go (default: a new SQLite table)"
+    )
     ap.add_argument("--plot", help="write a chart of wall time per size")
     args = ap.parse_args(argv)
     rows = []
@@ -48,7 +61,7 @@ def main(argv=None):
         f"{'clingo calls':>13} {'clingo share':>13} {'cost':>8}"
     )
     for n, b in [(n, b) for n in args.sizes for b in args.batches]:
-        r = run(n, args.dtype, b)
+        r = run(n, args.dtype, b, args.memo)
         rows.append(r)
         print(
             f"{n:>5} {b:>5} {r['wall']:>9.2f} {r['solved']:>13} {r['solved'] / r['wall']:>9.0f} {r['classes']:>17} "

@@ -118,12 +118,18 @@ class Layout:
             )
 
     def __str__(self) -> str:
-        rank = self.rank
-        if self == Layout.row_major(rank):
-            return "row_major"
-        if self == Layout.col_major(rank):
-            return "col_major"
-        return "[" + ", ".join(str(p) for p in self.pdims) + "]"
+        # Every spec class's table key names its layouts: computed once per object.
+        text = self.__dict__.get("_text")
+        if text is None:
+            rank = self.rank
+            if self == Layout.row_major(rank):
+                text = "row_major"
+            elif self == Layout.col_major(rank):
+                text = "col_major"
+            else:
+                text = "[" + ", ".join(str(p) for p in self.pdims) + "]"
+            object.__setattr__(self, "_text", text)
+        return text
 
     @property
     def rank(self) -> int:

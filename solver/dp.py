@@ -145,6 +145,11 @@ class Search:
         self.stats = SearchStats()
         self.progress = progress or Progress(enabled=False)
         self._active: set[Spec] = set()
+        # Decisions this search has read or made, by spec: the DP asks for each sub-spec
+        # once per parent rewrite, and a table look-up (coordinates, box scan, cost
+        # scaling) costs far more than a dict's. A decision once answered stays the
+        # answer (a table returns a point's first box, and later boxes come after it).
+        self._decided: dict[Spec, Decision] = {}
 
     # ------------------------------------------------------------ interruption
     @contextmanager
@@ -186,7 +191,7 @@ class Search:
         # decisions from its expansion phase too.
         tie = count()
         seen = set(roots)
-        heap = [(r.volume, next(tie), r) for r in dict.fromkeys(roots) if self.memo.get(r) is None]
+        heap = [(r.volume, next(tie), r) for r in dict.fromkeys(roots) if self._lookup(r) is None]
         heapq.heapify(heap)
         complete: set[Spec] = set()
         waiting: dict[Spec, int] = {}  # expanded, not complete: how many children are not
@@ -219,7 +224,7 @@ class Search:
                     for c in dict.fromkeys(c for e in exps for c in e.children):
                         if c not in seen:
                             seen.add(c)
-                            if self.memo.get(c) is None:
+                            if self._lookup(c) is None:
                                 heapq.heappush(heap, (c.volume, next(tie), c))
                             else:
                                 complete.add(c)
@@ -255,8 +260,16 @@ class Search:
         finally:
             self.stats.phase = "solving"
 
+    def _lookup(self, spec: Spec) -> Decision | None:
+        d = self._decided.get(spec)
+        if d is None:
+            d = self.memo.get(spec)
+            if d is not None:
+                self._decided[spec] = d
+        return d
+
     def solve(self, spec: Spec) -> Decision:
-        d = self.memo.get(spec)
+        d = self._lookup(spec)
         if d is not None:
             self.stats.memo_hits += 1
             return d
@@ -269,6 +282,7 @@ class Search:
         finally:
             self._active.discard(spec)
         self.memo.put(spec, d)
+        self._decided[spec] = d
         self.stats.solved += 1
         self.progress.update(self.stats, self.engine)
         return d

@@ -322,6 +322,10 @@ class SqliteMemo(RectMemo):
         self.target = target_obj
         self._pending = 0
         self._in_txn = False
+        self._next_seq = 0
+        self._unwritten: dict[int, list] = {}
+        self._moved: dict[int, tuple] = {}
+        self._dropped: list[int] = []
         want = {"schema": SCHEMA_VERSION, "target": target, "levels": ",".join(levels), "logic": files_hash}
         self.con = connect(self.path, create=True)
         try:
@@ -343,7 +347,8 @@ class SqliteMemo(RectMemo):
         self._ekeys_by_id: dict[int, str] = {}
         self._kids: dict[tuple, object] = {}  # (key id, point) -> decoded spec class
         self._actions: dict[tuple, Action] = {}  # (action JSON text, ranks) -> Action
-        self._action_json: dict[Action, str] = {}
+        self._action_json: dict[Action, str] = {}  # action -> its JSON text as a JSON string
+        self._refs: dict = {}  # spec class -> "[key id, point]"
         self.expansions_loaded = 0
         self._zeros = tuple(0 for _ in levels)
         self._coords: dict = {}  # spec class -> (key, point without limits)
@@ -534,35 +539,67 @@ class SqliteMemo(RectMemo):
         if not self._in_txn:
             _retry(lambda: self.con.execute("BEGIN IMMEDIATE"))
             self._in_txn = True
+            # No other writer until COMMIT: this transaction's rows are numbered here,
+            # after every number the table has used (AUTOINCREMENT never reuses one).
+            (self._next_seq,) = self.con.execute(
+                "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'decisions'), 0), "
+                "coalesce((SELECT max(seq) FROM decisions), 0))"
+            ).fetchone()
 
     def _tick(self):
         self._pending += 1
         if self._pending >= self.batch:
             self.flush()
 
+    # Box changes are written when the transaction commits (flush), not one statement
+    # each: a new box usually grows by merges, or merges into another, before then, and
+    # every statement also updates the box index. Rows of this transaction not written
+    # yet (seq -> [key, lo, hi, decision]), and rows of earlier ones changed or dropped.
     @_sql_errors
     def _store_insert(self, key, lo, hi, d) -> int:
         self._begin()
-        cur = self.con.execute(
-            "INSERT INTO decisions(key, lo, hi, value) VALUES (?, ?, ?, ?)",
-            (key, json.dumps(list(lo)), json.dumps(list(hi)), encode_decision(d)),
-        )
-        seq = cur.lastrowid
-        assert seq is not None
+        self._next_seq += 1
+        seq = self._next_seq
+        self._unwritten[seq] = [key, lo, hi, d]
         self._mine.add(seq)
         return seq
 
     @_sql_errors
     def _store_update(self, seq, lo, hi) -> None:
         self._begin()
-        self.con.execute(
-            "UPDATE decisions SET lo = ?, hi = ? WHERE seq = ?", (json.dumps(list(lo)), json.dumps(list(hi)), seq)
-        )
+        row = self._unwritten.get(seq)
+        if row is not None:
+            row[1], row[2] = lo, hi
+        else:
+            self._moved[seq] = (lo, hi)
 
     @_sql_errors
     def _store_delete(self, seq) -> None:
         self._begin()
-        self.con.execute("DELETE FROM decisions WHERE seq = ?", (seq,))
+        if self._unwritten.pop(seq, None) is None:
+            self._moved.pop(seq, None)
+            self._dropped.append(seq)
+
+    def _write_boxes(self) -> None:
+        """The transaction's box changes, as three statements."""
+        if self._dropped:
+            self.con.executemany("DELETE FROM decisions WHERE seq = ?", [(q,) for q in self._dropped])
+        if self._moved:
+            self.con.executemany(
+                "UPDATE decisions SET lo = ?, hi = ? WHERE seq = ?",
+                [(json.dumps(list(lo)), json.dumps(list(hi)), q) for q, (lo, hi) in self._moved.items()],
+            )
+        if self._unwritten:
+            self.con.executemany(
+                "INSERT INTO decisions(seq, key, lo, hi, value) VALUES (?, ?, ?, ?, ?)",
+                [
+                    (q, key, json.dumps(list(lo)), json.dumps(list(hi)), encode_decision(d))
+                    for q, (key, lo, hi, d) in sorted(self._unwritten.items())
+                ],
+            )
+        self._unwritten.clear()
+        self._moved.clear()
+        self._dropped.clear()
 
     # --- the expansion cache ------------------------------------------------------
     # What the logic files say about each spec class (its rewrites and their sub-spec
@@ -642,27 +679,47 @@ class SqliteMemo(RectMemo):
 
     @_sql_errors
     def save_expansions(self, items: dict) -> None:
-        """Store spec classes' expansions (committed with the next flush)."""
-        rows = []
+        """Store spec classes' expansions (committed with the next flush), in
+        store_expansion_rows' format. The JSON text is assembled from pieces kept per
+        action and per child class: a search saves every class it grounds, and the same
+        children and actions recur across them."""
+        out = []
         for c, exps in items.items():
             key, point = self._class_coords(c)
             enc = []
             for e in exps:
-                try:
-                    cached = self._action_json.get(e.action)
-                except TypeError:  # an action with unhashable arguments
-                    cached = None
-                atext = cached
-                if atext is None:
-                    atext = json.dumps(e.action.to_json(), separators=(",", ":"), sort_keys=True)
-                    try:
-                        self._action_json[e.action] = atext
-                    except TypeError:
-                        pass
-                kids = [list(self._class_coords(ch)) for ch in e.children]
-                enc.append([atext, kids, list(e.keys), e.kernel_cost, list(e.alloc) if e.alloc else None])
-            rows.append((key, json.dumps(point), enc))
-        self.store_expansion_rows(rows)
+                kids = ",".join(self._child_ref(ch) for ch in e.children)
+                al = f"[{e.alloc[0]},{e.alloc[1]}]" if e.alloc else "null"
+                kc = "null" if e.kernel_cost is None else json.dumps(e.kernel_cost)
+                enc.append(f"[{self._action_ref(e.action)},[{kids}],{json.dumps(list(e.keys))},{kc},{al}]")
+            blob = zlib.compress(("[" + ",".join(enc) + "]").encode(), 1)
+            out.append((self._key_id(key, create=True), json.dumps(point), blob))
+        if out:
+            self._begin()
+            self.con.executemany("INSERT OR IGNORE INTO expansions VALUES (?, ?, ?)", out)
+            self.expansions_saved += len(out)
+
+    def _action_ref(self, action) -> str:
+        """An action's JSON text, as a JSON string."""
+        try:
+            ref = self._action_json.get(action)
+        except TypeError:  # an action with unhashable arguments
+            return json.dumps(json.dumps(action.to_json(), separators=(",", ":"), sort_keys=True))
+        if ref is None:
+            ref = self._action_json[action] = json.dumps(
+                json.dumps(action.to_json(), separators=(",", ":"), sort_keys=True)
+            )
+        return ref
+
+    def _child_ref(self, cls) -> str:
+        """A child class as [key id, point], JSON text."""
+        ref = self._refs.get(cls)
+        if ref is None:
+            key, point = self._class_coords(cls)
+            ref = self._refs[cls] = (
+                f"[{self._key_id(key, create=True)},{json.dumps(list(point), separators=(',', ':'))}]"
+            )
+        return ref
 
     @_sql_errors
     def store_expansion_rows(self, rows) -> None:
@@ -688,6 +745,7 @@ class SqliteMemo(RectMemo):
     @_sql_errors
     def flush(self) -> None:
         if self._in_txn:
+            self._write_boxes()
             _retry(lambda: self.con.execute("COMMIT"))
             self._in_txn = False
         self._pending = 0

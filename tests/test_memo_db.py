@@ -386,3 +386,39 @@ def test_a_merged_table_rebuilds_the_sources_programs_without_grounding(tmp_path
     assert str(got) == str(want)
     err, tol = got.compile().check()
     assert err <= tol
+
+
+def test_boxes_and_expansions_read_back_as_the_search_left_them(tmp_path):
+    """Each spec class a search saved reads back from the file, in a fresh process's
+    engine, as the search grounded it: the same rewrites, children, child keys, kernel
+    costs and allocations."""
+    from morello_asp.solver.dp import Search
+    from morello_asp.solver.engine import Engine
+    from morello_asp.solver.memo_db import open_memo
+
+    db = tmp_path / "m.db"
+    engine = Engine("avx2")  # its own: the shared one knows classes of other tests
+    search = Search(engine, open_memo(db, engine))
+    imp = search.build(parse_spec("Matmul(4x8x8, f32)"))
+    boxes = sorted((seq, key, tuple(lo), tuple(hi)) for key, seq, lo, hi, _ in search.memo.boxes())
+    search.memo.close()
+    err, tol = imp.compile().check()
+    assert err <= tol
+    # the boxes as merged in memory are the file's rows (written when each batch commits)
+    with sqlite3.connect(str(db)) as c:
+        stored = sorted(
+            (seq, key, tuple(json.loads(lo)), tuple(json.loads(hi)))
+            for seq, key, lo, hi in c.execute("SELECT seq, key, lo, hi FROM decisions")
+        )
+        assert c.execute("SELECT count(*) FROM decisions_box").fetchone()[0] == len(stored)
+    assert stored == boxes and len(boxes) > 100
+    grounded = dict(search.engine._class_cache)
+    memo = open_memo(db, Engine("avx2"))
+    try:
+        got = memo.load_expansions(list(grounded))
+    finally:
+        memo.close()
+    assert len(got) == len(grounded) > 50
+    for cls, exps in grounded.items():
+        mine = [(e.action, e.children, e.keys, e.kernel_cost, e.alloc) for e in got[cls]]
+        assert mine == [(e.action, e.children, e.keys, e.kernel_cost, e.alloc) for e in exps], cls
