@@ -153,9 +153,15 @@ class Loop(Impl):
     def with_children(self, children):
         return Loop(self.spec, self.tile_shape, self.parallel, children[0], tuple(children[1:]))
 
+    # steps, trips and unrolled are kept on the node: the search costs one node under
+    # every limit vector of its spec class.
     @property
     def steps(self) -> tuple[int, ...]:
-        return tuple(s // t for s, t in zip(self.spec.shape, self.tile_shape))
+        got = self.__dict__.get("_steps")
+        if got is None:
+            got = tuple(s // t for s, t in zip(self.spec.shape, self.tile_shape))
+            object.__setattr__(self, "_steps", got)
+        return got
 
     @property
     def trips(self) -> int:
@@ -165,11 +171,16 @@ class Loop(Impl):
         """Whether codegen writes this loop out as straight-line code: it steps through an
         operand held in registers, and registers cannot be indexed by a loop counter. Such
         a loop has no per-iteration overhead (the cost model) and no C loop (codegen)."""
+        got = self.__dict__.get("_unrolled")
+        if got is not None and got[0] == register_levels:
+            return got[1]
         looped = {d for d, s in enumerate(self.steps) if s > 1}
         dims = self.spec.k.deps(len(self.spec.shape))
-        return any(
+        value = any(
             op.level in register_levels and looped.intersection(dims[i]) for i, op in enumerate(self.spec.operands)
         )
+        object.__setattr__(self, "_unrolled", (register_levels, value))
+        return value
 
     def regions(self):
         """(offset, region shape) of each boundary body, in `boundaries` order."""
