@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 ONE = """
 import json, sys, time
+from pathlib import Path
 from morello_asp import parse_spec
 from morello_asp.solver.dp import Search
 from morello_asp.solver.engine import Engine
@@ -37,7 +38,7 @@ if memo == "dict":
     table = DictMemo()
 else:
     from morello_asp.solver.memo_db import open_memo
-    table = open_memo(__import__("pathlib").Path(memo), engine)
+    table = open_memo(Path(memo), engine)
 search = Search(engine, table)
 t0 = time.perf_counter()
 imp = search.build(parse_spec(f"Matmul({n}x{n}x{n}, f32)"))

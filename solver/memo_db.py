@@ -692,23 +692,20 @@ class SqliteMemo(RectMemo):
                 al = f"[{e.alloc[0]},{e.alloc[1]}]" if e.alloc else "null"
                 kc = "null" if e.kernel_cost is None else json.dumps(e.kernel_cost)
                 enc.append(f"[{self._action_ref(e.action)},[{kids}],{json.dumps(list(e.keys))},{kc},{al}]")
-            blob = zlib.compress(("[" + ",".join(enc) + "]").encode(), 1)
-            out.append((self._key_id(key, create=True), json.dumps(point), blob))
-        if out:
-            self._begin()
-            self.con.executemany("INSERT OR IGNORE INTO expansions VALUES (?, ?, ?)", out)
-            self.expansions_saved += len(out)
+            out.append((self._key_id(key, create=True), json.dumps(point), "[" + ",".join(enc) + "]"))
+        self._insert_expansions(out)
 
     def _action_ref(self, action) -> str:
         """An action's JSON text, as a JSON string."""
         try:
             ref = self._action_json.get(action)
-        except TypeError:  # an action with unhashable arguments
-            return json.dumps(json.dumps(action.to_json(), separators=(",", ":"), sort_keys=True))
+            hashable = True
+        except TypeError:  # an action with unhashable arguments: not kept
+            ref, hashable = None, False
         if ref is None:
-            ref = self._action_json[action] = json.dumps(
-                json.dumps(action.to_json(), separators=(",", ":"), sort_keys=True)
-            )
+            ref = json.dumps(json.dumps(action.to_json(), separators=(",", ":"), sort_keys=True))
+            if hashable:
+                self._action_json[action] = ref
         return ref
 
     def _child_ref(self, cls) -> str:
@@ -731,12 +728,19 @@ class SqliteMemo(RectMemo):
         for key, point, enc in rows:
             for exp in enc:
                 exp[1] = [[self._key_id(k, create=True), p] for k, p in exp[1]]
-            blob = zlib.compress(json.dumps(enc, separators=(",", ":")).encode(), 1)
-            out.append((self._key_id(key, create=True), point, blob))
-        if out:
+            out.append((self._key_id(key, create=True), point, json.dumps(enc, separators=(",", ":"))))
+        self._insert_expansions(out)
+
+    def _insert_expansions(self, rows) -> None:
+        """Rows (key id, point as JSON text, expansions as JSON text), zlib'd into the
+        cache; a class the cache has keeps its own."""
+        if rows:
             self._begin()
-            self.con.executemany("INSERT OR IGNORE INTO expansions VALUES (?, ?, ?)", out)
-            self.expansions_saved += len(out)
+            self.con.executemany(
+                "INSERT OR IGNORE INTO expansions VALUES (?, ?, ?)",
+                [(kid, point, zlib.compress(text.encode(), 1)) for kid, point, text in rows],
+            )
+            self.expansions_saved += len(rows)
 
     def put(self, spec, decision) -> None:
         super().put(spec, decision)

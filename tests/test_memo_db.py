@@ -389,9 +389,9 @@ def test_a_merged_table_rebuilds_the_sources_programs_without_grounding(tmp_path
 
 
 def test_boxes_and_expansions_read_back_as_the_search_left_them(tmp_path):
-    """Each spec class a search saved reads back from the file, in a fresh process's
-    engine, as the search grounded it: the same rewrites, children, child keys, kernel
-    costs and allocations."""
+    """The file holds the boxes the search merged in memory, row for row, and each spec
+    class the search saved reads back from it, in a fresh engine, as the search grounded
+    it: the same rewrites, children, child keys, kernel costs and allocations."""
     from morello_asp.solver.dp import Search
     from morello_asp.solver.engine import Engine
     from morello_asp.solver.memo_db import open_memo
