@@ -116,9 +116,9 @@ def _named_cached(text: str) -> str:
 
 def name_anonymous_in_snapshot(files) -> None:
     """Rewrite in place the snapshot's copies among `files` (an engine's snapshot,
-    solver/logic_files.py) and the files they #include. A file #included by an absolute
-    path is read where it lies, a shipped or a user's file: it is never written, and
-    keeps its projections."""
+    solver/logic_files.py) and the files they #include (copies too, even a file included
+    by an absolute path: the snapshot points such includes at its copy). The originals,
+    shipped or a user's, are never written."""
     from .logic_files import in_snapshot, with_includes
 
     for f in with_includes(files):

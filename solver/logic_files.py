@@ -166,6 +166,7 @@ def read_logic(files) -> list[tuple[Path, bytes | None]]:
 
 
 _SNAPSHOTS: list[str] = []
+_ABS_INCLUDE = re.compile(rb'#include\s+"(/[^"]+)"(\s*\.)')
 
 
 def snapshot(files, contents: list[tuple[Path, bytes | None]]) -> tuple[str, ...]:
@@ -187,13 +188,18 @@ def snapshot(files, contents: list[tuple[Path, bytes | None]]) -> tuple[str, ...
     def mirror(f) -> Path:
         return Path(root + str(Path(f).resolve()))
 
+    def to_mirror(m: re.Match) -> bytes:
+        # An include by absolute path would be read where it lies, outside the snapshot:
+        # it names the copy instead (with_includes has copied it, as the same absolute path).
+        return b'#include "' + str(mirror(m.group(1).decode())).encode() + b'"' + m.group(2)
+
     for f, data in contents:
         if data is None:  # a missing include: clingo reports it, naming it
             continue
         dst = mirror(f)
         try:
             dst.parent.mkdir(parents=True, exist_ok=True)
-            dst.write_bytes(data)
+            dst.write_bytes(_ABS_INCLUDE.sub(to_mirror, data))
         except OSError:  # a copy not written is a file clingo cannot load, and says so
             pass
     return tuple(str(mirror(f)) for f in files)
@@ -226,8 +232,8 @@ def _remove_snapshots() -> None:
 
 
 def in_snapshot(f) -> bool:
-    """Whether `f` is one of the snapshots' copies (a file #included by an absolute path
-    is read where it lies, not copied)."""
+    """Whether `f` is one of the snapshots' copies (an original, shipped or a user's, is
+    never written)."""
     path = str(Path(f).resolve())
     return any(path.startswith(root + os.sep) for root in _SNAPSHOTS)
 

@@ -189,6 +189,29 @@ def test_an_engine_grounds_the_rules_as_they_were_when_it_started(tmp_path):
         Engine(None, (str(rule),)).request(spec, eng.expand(spec)[0].action)
 
 
+def test_a_file_included_by_an_absolute_path_is_in_the_snapshot_too(tmp_path):
+    """A rule file may #include another by its absolute path; the engine's copy includes
+    the copy of that file, so an edit of it during a search changes nothing either."""
+    from morello_asp.solver.engine import Engine
+
+    inner = tmp_path / "elsewhere" / "forbid.lp"
+    inner.parent.mkdir()
+    inner.write_text("% forbids nothing yet\n")
+    rule = tmp_path / "mine.lp"
+    rule.write_text(f'#include "{inner.resolve()}".\n')
+    eng = Engine(None, (str(rule),))
+    spec = parse_spec("Matmul(4x4x4, f32)")
+    before = {str(e.action) for e in eng.expand(spec)}
+    assert before
+    inner.write_text("forbid(S, A) :- cand(S, A).\n")  # would leave no rewrite at all
+    eng._class_cache.clear()
+    eng._cache.clear()
+    assert {str(e.action) for e in eng.expand(spec)} == before
+    fresh = Engine(None, (str(rule),))
+    assert fresh.logic_hash != eng.logic_hash
+    assert fresh.expand(spec) == []
+
+
 def test_snapshots_of_processes_that_are_gone_are_removed(tmp_path):
     """A process killed before its exit handlers ran leaves its rule snapshot behind; the
     next process to take one removes it, and leaves a live process's alone."""
