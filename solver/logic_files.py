@@ -166,7 +166,7 @@ def read_logic(files) -> list[tuple[Path, bytes | None]]:
 
 
 _SNAPSHOTS: list[str] = []
-_ABS_INCLUDE = re.compile(rb'#include\s+"(/[^"]+)"(\s*\.)')
+_INCLUDE_BYTES = re.compile(_INCLUDE.pattern.encode())  # the same grammar, over a file's bytes
 
 
 def snapshot(files, contents: list[tuple[Path, bytes | None]]) -> tuple[str, ...]:
@@ -190,8 +190,12 @@ def snapshot(files, contents: list[tuple[Path, bytes | None]]) -> tuple[str, ...
 
     def to_mirror(m: re.Match) -> bytes:
         # An include by absolute path would be read where it lies, outside the snapshot:
-        # it names the copy instead (with_includes has copied it, as the same absolute path).
-        return b'#include "' + str(mirror(m.group(1).decode())).encode() + b'"' + m.group(2)
+        # it names the copy instead (with_includes listed the file, so it is copied too).
+        # A relative one resolves from the copy's directory as from the original's.
+        if not m.group(1).startswith(b"/"):
+            return m.group(0)
+        start, end = m.start(1) - m.start(), m.end(1) - m.start()
+        return m.group(0)[:start] + str(mirror(m.group(1).decode())).encode() + m.group(0)[end:]
 
     for f, data in contents:
         if data is None:  # a missing include: clingo reports it, naming it
@@ -199,7 +203,7 @@ def snapshot(files, contents: list[tuple[Path, bytes | None]]) -> tuple[str, ...
         dst = mirror(f)
         try:
             dst.parent.mkdir(parents=True, exist_ok=True)
-            dst.write_bytes(_ABS_INCLUDE.sub(to_mirror, data))
+            dst.write_bytes(_INCLUDE_BYTES.sub(to_mirror, data))
         except OSError:  # a copy not written is a file clingo cannot load, and says so
             pass
     return tuple(str(mirror(f)) for f in files)
