@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import gc
 import multiprocessing
 import os
 import signal
@@ -257,6 +258,7 @@ def worker_setup(parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _CLASP_SIGNALS)
+    gc.freeze()  # the parent's heap, copied by fork: the collector need not rescan it here
 
 
 def requests(conn):

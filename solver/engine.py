@@ -8,6 +8,7 @@ Expansions are cached by spec.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -55,6 +56,10 @@ class EngineStats:
 
 
 SPLIT_MIN = 40  # classes per worker below which one in-process call is faster
+
+
+def _record_end(ended: dict[int, float], i: int, _done) -> None:
+    ended.setdefault(i, time.perf_counter())
 
 
 class Engine:
@@ -188,18 +193,21 @@ class Engine:
         (chunk index, parsed answer) as each call finishes. Clingo's share of the time
         counts from the calls' start to their ends, not the waits for them."""
         t0 = time.perf_counter()
-        ended: dict = {}
+        # Keyed by chunk index, not by future: a future kept in `ended` would hold the
+        # callback that holds `ended`, a reference cycle that left every parsed answer
+        # (tens of thousands of objects) to the cyclic garbage collector.
+        ended: dict[int, float] = {}
         futs = {}
         for i, f in enumerate(chunks):
             fut = clingo_run.submit(self._files, self._text(f), sizes[i], len(chunks) > 1)
-            fut.add_done_callback(lambda done: ended.setdefault(done, time.perf_counter()))
+            fut.add_done_callback(functools.partial(_record_end, ended, i))
             futs[fut] = i
 
         def results():
             last = t0
             for fut in as_completed(futs):
                 parsed = self._check(*fut.result())
-                end = ended.get(fut, last)
+                end = ended.get(futs[fut], last)
                 self._count(sizes[futs[fut]], max(end - last, 0.0))
                 last = max(last, end)
                 yield futs[fut], parsed
