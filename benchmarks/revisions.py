@@ -9,7 +9,8 @@ into a throwaway virtual environment that borrows this one's (clingo, z3, numpy,
 Both synthesize with the same number of clingo workers and print the program's cost,
 which must agree: a revision that changes the result is not a speed-up. Each search
 starts from a new, empty SQLite table, as a user's first `synth` does (--memo dict: in
-memory, nothing written).
+memory, nothing written). A second table gives where the CPU time went: the main
+process, the part of it in Python's cyclic garbage collector, and the clingo workers.
 """
 
 from __future__ import annotations
@@ -26,8 +27,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 ONE = """
-import json, sys, time
+import gc, json, resource, sys, time
 from pathlib import Path
+gc_s = [0.0, 0.0]  # seconds in Python's cyclic collector: all collections, full ones
+_t0 = [0.0]
+def _gc(phase, info):
+    if phase == "start":
+        _t0[0] = time.perf_counter()
+    else:
+        dt = time.perf_counter() - _t0[0]
+        gc_s[0] += dt
+        gc_s[1] += dt if info["generation"] == 2 else 0.0
+gc.callbacks.append(_gc)
 from morello_asp import parse_spec
 from morello_asp.solver.dp import Search
 from morello_asp.solver.engine import Engine
@@ -45,7 +56,12 @@ imp = search.build(parse_spec(f"Matmul({n}x{n}x{n}, f32)"))
 table.flush()
 wall = time.perf_counter() - t0
 where = __import__("morello_asp").__file__
-print(json.dumps({"where": where, "wall": wall, "cost": imp.cost.main, "solved": search.stats.solved}))
+from morello_asp.solver import clingo_run
+clingo_run.shutdown()  # the workers, reaped, so that their CPU time is counted
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"where": where, "wall": wall, "cost": imp.cost.main, "solved": search.stats.solved,
+                  "main_cpu": me.ru_utime + me.ru_stime, "workers_cpu": kids.ru_utime + kids.ru_stime,
+                  "gc": gc_s[0], "full_gc": gc_s[1]}))
 """
 
 
@@ -123,6 +139,23 @@ def main(argv=None):
         paired = statistics.median(x["wall"] / y["wall"] for x, y in zip(a, b))
         cells = " | ".join(f"{medians[k][-1]:.1f}" for k in names)
         print(f"| {n} | {cells} | {paired:.2f}x | {a[0]['cost']:,} |")
+    print()
+    print(
+        "CPU seconds (medians): the main process, its part in Python's cyclic collector "
+        "(in full collections), the clingo workers"
+    )
+    print("| n | " + " | ".join(f"{k}: main / GC (full) / workers" for k in names) + " |")
+    print("|---|" + "---|" * len(names))
+    for n in args.sizes:
+        cells = []
+        for k in names:
+            rs = got[k, n]
+
+            def med(key, rs=rs):
+                return statistics.median(x.get(key, float("nan")) for x in rs)
+
+            cells.append(f"{med('main_cpu'):.1f} / {med('gc'):.1f} ({med('full_gc'):.1f}) / {med('workers_cpu'):.1f}")
+        print(f"| {n} | " + " | ".join(cells) + " |")
     if args.plot:
         import matplotlib.pyplot as plt
 
