@@ -149,12 +149,11 @@ def main(argv=None):
     for n in args.sizes:
         cells = []
         for k in names:
-            rs = got[k, n]
-
-            def med(key, rs=rs):
-                return statistics.median(x.get(key, float("nan")) for x in rs)
-
-            cells.append(f"{med('main_cpu'):.1f} / {med('gc'):.1f} ({med('full_gc'):.1f}) / {med('workers_cpu'):.1f}")
+            m = {
+                key: statistics.median(x[key] for x in got[k, n])
+                for key in ("main_cpu", "gc", "full_gc", "workers_cpu")
+            }
+            cells.append(f"{m['main_cpu']:.1f} / {m['gc']:.1f} ({m['full_gc']:.1f}) / {m['workers_cpu']:.1f}")
         print(f"| {n} | " + " | ".join(cells) + " |")
     if args.plot:
         import matplotlib.pyplot as plt

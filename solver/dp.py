@@ -142,7 +142,8 @@ class Progress:
 # only grows, and Python's cyclic collector rescanned all of it at every 25% of growth:
 # at 1024^3, 21 full collections took 17 of the main process's 56 CPU s. After each batch
 # what is alive is moved out of the collector's sight (gc.freeze); young objects are
-# still collected as usual, and everything is handed back when the search ends.
+# still collected as usual, and everything is handed back when the search ends
+# (gc.unfreeze hands back all, also what a worker froze after fork: one rescan, no loss).
 _FREEZING = False  # some search in this process freezes after its batches
 
 
