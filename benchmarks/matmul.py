@@ -3,6 +3,7 @@ both single-threaded.
 
     python benchmarks/matmul.py --sizes 256 512 1024 [--plot out.png]   # hand schedule
     python benchmarks/matmul.py --suite standard [--db F] [--plot out.png]  # synthesized / guided
+    python benchmarks/matmul.py --suite automatic|rectangular [--db F]     # nothing by hand
     python benchmarks/matmul.py --target avx512 [--suite standard]          # another target
 
 Programs are built from what the target declares (its register block: vector width and
@@ -76,8 +77,9 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024], help="n^3, hand schedule")
     ap.add_argument(
         "--suite",
-        choices=["standard", "automatic"],
-        help="standard: synthesized / user-guided programs; automatic: every square size synthesized",
+        choices=["standard", "automatic", "rectangular"],
+        help="standard: synthesized / user-guided programs; automatic: every square size synthesized; "
+        "rectangular: the standard suite's rectangular sizes, all synthesized",
     )
     ap.add_argument(
         "--rules",

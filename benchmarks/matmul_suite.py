@@ -83,7 +83,10 @@ STANDARD = [
 AUTOMATIC = [_sq(n, "synthesized") for n in (64, 96, 128, 200, 256, 320, 512, 1024, 2048)] + [
     _rect("129x257x65", "synthesized")
 ]
-SUITES = {"standard": STANDARD, "automatic": AUTOMATIC}
+# The standard suite's rectangular sizes with nothing by hand (issue 18 asks their
+# geometric mean ratio to numpy).
+RECTANGULAR = [Size(s.m, s.n, s.k, "synthesized", False) for s in STANDARD if not s.square]
+SUITES = {"standard": STANDARD, "automatic": AUTOMATIC, "rectangular": RECTANGULAR}
 
 
 @dataclass

@@ -9,12 +9,88 @@
 __attribute__((noinline))
 void kernel(const float *restrict lhs, const float *restrict rhs, float *restrict out)
 {
-    memset(out, 0, 64);
-    for (int m0 = 0; m0 < 4; m0++) {
-        for (int k0 = 0; k0 < 4; k0++) {
-            for (int n0 = 0; n0 < 4; n0++) {
-                out[n0 + 4 * m0] += lhs[k0 + 4 * m0] * rhs[n0 + 4 * k0];
+    {
+        /* vrhs: 1x4x4 (f32, VRF, row_major, v4) <- rhs */
+        __m128 vrhs_0, vrhs_1, vrhs_2, vrhs_3;
+        vrhs_0 = _mm_load_ps(rhs);
+        vrhs_1 = _mm_load_ps((rhs + 4));
+        vrhs_2 = _mm_load_ps((rhs + 8));
+        vrhs_3 = _mm_load_ps((rhs + 12));
+        {
+            /* vout: 1x4x4 (f32, VRF, row_major, v4) <- out */
+            __m128 vout_0, vout_1, vout_2, vout_3;
+            vout_0 = _mm_setzero_ps();
+            {
+              const __m128 bc = _mm_broadcast_ss(lhs);
+              vout_0 = _mm_fmadd_ps(bc, vrhs_0, vout_0);
             }
+            {
+              const __m128 bc = _mm_broadcast_ss((lhs + 1));
+              vout_0 = _mm_fmadd_ps(bc, vrhs_1, vout_0);
+            }
+            {
+              const __m128 bc = _mm_broadcast_ss((lhs + 2));
+              vout_0 = _mm_fmadd_ps(bc, vrhs_2, vout_0);
+            }
+            {
+              const __m128 bc = _mm_broadcast_ss((lhs + 3));
+              vout_0 = _mm_fmadd_ps(bc, vrhs_3, vout_0);
+            }
+            vout_1 = _mm_setzero_ps();
+            {
+              const __m128 bc = _mm_broadcast_ss((lhs + 4));
+              vout_1 = _mm_fmadd_ps(bc, vrhs_0, vout_1);
+            }
+            {
+              const __m128 bc = _mm_broadcast_ss((lhs + 5));
+              vout_1 = _mm_fmadd_ps(bc, vrhs_1, vout_1);
+            }
+            {
+              const __m128 bc = _mm_broadcast_ss((lhs + 6));
+              vout_1 = _mm_fmadd_ps(bc, vrhs_2, vout_1);
+            }
+            {
+              const __m128 bc = _mm_broadcast_ss((lhs + 7));
+              vout_1 = _mm_fmadd_ps(bc, vrhs_3, vout_1);
+            }
+            vout_2 = _mm_setzero_ps();
+            {
+              const __m128 bc = _mm_broadcast_ss((lhs + 8));
+              vout_2 = _mm_fmadd_ps(bc, vrhs_0, vout_2);
+            }
+            {
+              const __m128 bc = _mm_broadcast_ss((lhs + 9));
+              vout_2 = _mm_fmadd_ps(bc, vrhs_1, vout_2);
+            }
+            {
+              const __m128 bc = _mm_broadcast_ss((lhs + 10));
+              vout_2 = _mm_fmadd_ps(bc, vrhs_2, vout_2);
+            }
+            {
+              const __m128 bc = _mm_broadcast_ss((lhs + 11));
+              vout_2 = _mm_fmadd_ps(bc, vrhs_3, vout_2);
+            }
+            vout_3 = _mm_setzero_ps();
+            {
+              const __m128 bc = _mm_broadcast_ss((lhs + 12));
+              vout_3 = _mm_fmadd_ps(bc, vrhs_0, vout_3);
+            }
+            {
+              const __m128 bc = _mm_broadcast_ss((lhs + 13));
+              vout_3 = _mm_fmadd_ps(bc, vrhs_1, vout_3);
+            }
+            {
+              const __m128 bc = _mm_broadcast_ss((lhs + 14));
+              vout_3 = _mm_fmadd_ps(bc, vrhs_2, vout_3);
+            }
+            {
+              const __m128 bc = _mm_broadcast_ss((lhs + 15));
+              vout_3 = _mm_fmadd_ps(bc, vrhs_3, vout_3);
+            }
+            _mm_store_ps(out, vout_0);
+            _mm_store_ps((out + 4), vout_1);
+            _mm_store_ps((out + 8), vout_2);
+            _mm_store_ps((out + 12), vout_3);
         }
     }
 }
