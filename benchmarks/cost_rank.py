@@ -9,6 +9,11 @@ of binaries in the same interleaved rounds and reports its Spearman on its binar
 
     python benchmarks/cost_rank.py [--spec "Matmul(16x16x16, f32)"] [--count 60]
                                    [--target avx2_calibrated] [--against OTHER] [--db FILE]
+                                   [--also TARGET ...]
+
+`--also TARGET` ranks the same programs, on the same binaries, under the costs of another
+target (name or .lp path): e.g. avx2 as an earlier revision had it, exported with
+`git archive REV encodings | tar -x -C old/` and named as old/encodings/targets/avx2.lp.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ def main(argv=None) -> int:
     ap.add_argument("--db", help="memo table for the search (speeds up re-runs)")
     ap.add_argument("--against", help="a second calibrated target (name or .lp path), timed on its own binaries")
     ap.add_argument("--list", action="store_true", help="print each program's listing too")
+    ap.add_argument(
+        "--also", nargs="+", default=[], metavar="TARGET", help="also rank the same programs under these targets' costs"
+    )
     args = ap.parse_args(argv)
 
     from morello_asp import parse_spec
@@ -46,7 +54,8 @@ def main(argv=None) -> int:
     other = Engine(args.against) if args.against else None
     search = make_search("avx2", db=args.db)
     status(f"synthesizing {args.spec} and sampling {args.count} programs")
-    engines = [calibrated] + ([other] if other else [])
+    also = [Engine(t) for t in args.also]
+    engines = [calibrated] + ([other] if other else []) + also
     refused: set[str] = set()
 
     def compilable(imp) -> bool:
@@ -109,6 +118,8 @@ def main(argv=None) -> int:
         f"Spearman(cost, time): before (avx2) {spearman(before, seconds):.3f}, "
         f"after ({name}) {spearman(after, seconds):.3f}  [{len(progs)} programs, compiled for {name}]"
     )
+    for t, e in zip(args.also, also):
+        print(f"Spearman(cost, time) under {t}: {spearman([recost(p, e) for p in progs], seconds):.3f}")
     if other:
         oname = other.target.name
         print(
