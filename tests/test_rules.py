@@ -43,6 +43,16 @@ def test_broadcast_vec_mult_add_applies_with_cost_3():
     assert "kernel_cost(0,broadcast_vec_mult_add,3)" in atoms, sorted(a for a in atoms if "kernel" in a)
 
 
+def test_a_broadcast_from_l1_costs_what_one_from_a_register_does():
+    # vbroadcastss from memory is one load: the row of a 6 x 16 block must not pay lhs's
+    # m(t) on top of the broadcast (that priced the 2 x 32 block below it; README "A
+    # broadcast costs one load"). 2 * (16 / 8) + 1 for lhs in RF and in L1 alike.
+    wide = ACCUM.replace("1x1x1x8", "1x1x1x16")
+    atoms = solve([parse_spec(wide), parse_spec(wide.replace("(f32, RF, row_major)", "(f32, L1, row_major)"))])
+    for s in (0, 1):
+        assert f"kernel_cost({s},broadcast_vec_mult_add,5)" in atoms, sorted(a for a in atoms if "kernel_cost" in a)
+
+
 def test_requested_vector_move_on_volume_4_is_bad_with_reason():
     # a Move of operand 2 (volume 1x2x2 = 4) into VRF with vector size 8: the logic files
     # reject it and, because it was requested, show the reason.  (Memory limits are applied
