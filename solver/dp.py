@@ -245,6 +245,11 @@ class Search:
                 interrupt.check()
                 chunk, new, expansions = pending or start()
                 pending = None
+                if heap:
+                    # Two batches out at once: the workers ground the next one while
+                    # this process reads this one's answers and solves what they finish
+                    # (it lags one batch behind the smallest specs; any order is exact).
+                    pending = start()
                 ready: list[Spec] = []
                 for s, exps in zip(chunk, expansions()):
                     need = 0
@@ -276,9 +281,7 @@ class Search:
                         if not waiting[q]:
                             del waiting[q]
                             ready.append(q)
-                if heap and done:
-                    # The workers ground the next batch (whose specs are all known now)
-                    # while this process solves the finished ones, which need no clingo.
+                if heap and pending is None:
                     pending = start()
                 for s in done:  # children before parents
                     self.solve(s)

@@ -88,6 +88,9 @@ class Engine:
         self._snapshot_lock = threading.Lock()
         self._cache: dict[Spec, list[Expansion]] = {}
         self._class_cache: dict[Spec, list[Expansion]] = {}
+        # Classes sent to clingo whose answers are not read yet: a batch started while
+        # another is out does not ground them again (start_expand).
+        self._inflight: set[Spec] = set()
         self._limited: dict[tuple[Spec, tuple], Spec] = {}
         self._children: dict[tuple, Spec] = {}  # decoded child atoms -> spec class
         self.stats = EngineStats()
@@ -272,11 +275,14 @@ class Engine:
     def start_expand(self, specs: list[Spec]) -> Callable[[], list[list[Expansion]]]:
         """`expand_many` in two halves: the clingo calls for the classes not known yet
         start now, and the function returned waits for them and gives the expansions.
-        The search solves one batch's finished specs while the workers ground the next."""
+        The search reads one batch's answers while the workers ground the next. A class
+        already sent in a batch started earlier is not sent again: that batch's answers
+        are read first (the functions are called in the order they were made)."""
         todo: dict[Spec, None] = {}
         for s in specs:
-            if s not in self._cache and s.without_limits not in self._class_cache:
-                todo[s.without_limits] = None
+            c = s.without_limits
+            if s not in self._cache and c not in self._class_cache and c not in self._inflight:
+                todo[c] = None
         self.stats.cache_hits += len(specs) - len(todo)
         parts: list[list[Spec]] = []
         results = None
@@ -291,12 +297,22 @@ class Engine:
                     facts += spec_facts(i, c, self.target, self.ids)
                 chunks.append(facts)
             results = self._submit(chunks, [len(p) for p in parts])
+            self._inflight.update(todo)
 
         def finish() -> list[list[Expansion]]:
             if results is not None:
-                for j, parsed in results():
-                    for c, (exps, _) in zip(parts[j], self._decode(parts[j], parsed)):
-                        self._class_cache[c] = exps
+                try:
+                    for j, parsed in results():
+                        for c, (exps, _) in zip(parts[j], self._decode(parts[j], parsed)):
+                            self._class_cache[c] = exps
+                finally:
+                    self._inflight.difference_update(todo)
+            # A class left to a batch whose answers were never read (its search was
+            # stopped) is grounded now.
+            lost = [s for s in specs if s not in self._cache and s.without_limits not in self._class_cache]
+            if lost:
+                self._inflight.difference_update(s.without_limits for s in lost)
+                self.start_expand(lost)()
             out = []
             for s in specs:
                 exps = self._cache.get(s)

@@ -293,3 +293,31 @@ def test_synthesis_finishes_a_packed_panel_with_six_row_register_tiles():
     imp = synthesize_all(partial)
     assert any(getattr(n, "tile_shape", (0, 0))[1:2] == (6,) for n in imp.walk()), str(imp)
     check_runs(imp)
+
+
+def test_a_batch_started_while_another_is_out_waits_for_it_and_an_abandoned_one_is_grounded_again():
+    """The search keeps two batches out at once; a class the first one sends is not sent
+    again by the second, and a class whose batch was never read (a stopped search) is
+    grounded when it is next asked for."""
+    spec = parse_spec("Matmul(4x4x8, f32)")
+    kids = [c for e in Engine("avx2").expand(spec) for c in e.children]
+    engine = Engine("avx2")
+    first = engine.start_expand([spec, *kids[:3]])
+    assert engine._inflight == {s.without_limits for s in [spec, *kids[:3]]}
+    second = engine.start_expand([spec, *kids])  # spec and kids[:3] are out already
+    a = first()
+    b = second()
+    classes = {s.without_limits for s in [spec, *kids]}
+    assert engine.stats.specs == len(classes)  # none grounded twice
+    assert not engine._inflight
+    fresh = Engine("avx2")
+    assert [str(e.action) for e in a[0]] == [str(e.action) for e in fresh.expand(spec)]
+    assert [[str(e.action) for e in x] for x in b] == [[str(e.action) for e in fresh.expand(k)] for k in [spec, *kids]]
+
+    stopped = Engine("avx2")
+    stopped.start_expand([spec, *kids])  # never read: its search was stopped
+    again = stopped.expand_many([spec, *kids])
+    assert [[str(e.action) for e in x] for x in again] == [[str(e.action) for e in fresh.expand(k)] for k in [spec, *kids]]
+    assert not stopped._inflight
+    # The program found from an engine left so is the one a fresh engine finds.
+    assert Search(stopped, DictMemo()).build(spec).cost == Search(fresh, DictMemo()).build(spec).cost
