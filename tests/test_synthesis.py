@@ -312,12 +312,13 @@ def test_a_batch_started_while_another_is_out_waits_for_it_and_an_abandoned_one_
     assert not engine._inflight
     fresh = Engine("avx2")
     assert [str(e.action) for e in a[0]] == [str(e.action) for e in fresh.expand(spec)]
-    assert [[str(e.action) for e in x] for x in b] == [[str(e.action) for e in fresh.expand(k)] for k in [spec, *kids]]
+    want = [[str(e.action) for e in fresh.expand(k)] for k in [spec, *kids]]
+    assert [[str(e.action) for e in x] for x in b] == want
 
     stopped = Engine("avx2")
     stopped.start_expand([spec, *kids])  # never read: its search was stopped
     again = stopped.expand_many([spec, *kids])
-    assert [[str(e.action) for e in x] for x in again] == [[str(e.action) for e in fresh.expand(k)] for k in [spec, *kids]]
+    assert [[str(e.action) for e in x] for x in again] == want
     assert not stopped._inflight
     # The program found from an engine left so is the one a fresh engine finds.
     assert Search(stopped, DictMemo()).build(spec).cost == Search(fresh, DictMemo()).build(spec).cost
