@@ -282,6 +282,8 @@ class Search:
                             del waiting[q]
                             ready.append(q)
                 if heap and pending is None:
+                    # The heap was empty when this batch was read; its children are
+                    # not: they ground while this process solves what finished.
                     pending = start()
                 for s in done:  # children before parents
                     self.solve(s)
