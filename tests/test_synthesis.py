@@ -320,5 +320,7 @@ def test_a_batch_started_while_another_is_out_waits_for_it_and_an_abandoned_one_
     again = stopped.expand_many([spec, *kids])
     assert [[str(e.action) for e in x] for x in again] == want
     assert not stopped._inflight
-    # The program found from an engine left so is the one a fresh engine finds.
-    assert Search(stopped, DictMemo()).build(spec).cost == Search(fresh, DictMemo()).build(spec).cost
+    # The program found from an engine left so is the one a fresh engine finds, and runs.
+    imp = Search(stopped, DictMemo()).build(spec)
+    assert imp.cost == Search(fresh, DictMemo()).build(spec).cost
+    check_runs(imp)
