@@ -20,6 +20,7 @@ _ERROR = re.compile(r'\berror\(("(?:[^"\\]|\\.)*"|[^()]*(?:\([^()]*\))?)\)')
 _AFTER_ACTION = {
     "action": 0,
     "child_kind": 2,
+    "child_like": 1,
     "child_dim": 3,
     "child_operand": 8,
     "child_stride": 3,
@@ -29,7 +30,9 @@ _AFTER_ACTION = {
 
 # A child, as its atoms describe it: (kind, dims in order, operands in order, serial);
 # an operand is (dtype, level, aligned, contiguity, vector size, layout id, stride or "")
-# as text.
+# as text. A child like its parent (child_like/3) is (None, ((dim, size), ...),
+# ((operand, operand text), ...), serial, kind or None): what it states, completed from
+# the parent spec by the engine, which has it.
 ChildKey = tuple
 
 
@@ -111,7 +114,7 @@ def group(rows: dict[str, list], n: int) -> list[tuple[dict, dict, dict, dict]]:
             return None
         c = d.get(i)
         if c is None:
-            c = d[i] = [None, {}, {}, False]
+            c = d[i] = [None, {}, {}, False, False]
         return c
 
     for sid, a, i, kind in rows["child_kind"]:
@@ -134,8 +137,15 @@ def group(rows: dict[str, list], n: int) -> list[tuple[dict, dict, dict, dict]]:
         c = child(sid, a, int(i))
         if c is not None:
             c[3] = True
+    for sid, a, i in rows["child_like"]:
+        c = child(sid, a, int(i))
+        if c is not None:
+            c[4] = True
     for per in acts:
         for kids in per.values():
-            for i, (k, dims, ops, serial) in kids.items():
-                kids[i] = (k, tuple(dims[d] for d in sorted(dims)), tuple(ops[o] for o in sorted(ops)), serial)
+            for i, (k, dims, ops, serial, like) in kids.items():
+                if like:
+                    kids[i] = (None, tuple(sorted(dims.items())), tuple(sorted(ops.items())), serial, k)
+                else:
+                    kids[i] = (k, tuple(dims[d] for d in sorted(dims)), tuple(ops[o] for o in sorted(ops)), serial)
     return list(zip(acts, bads, kcost, allocs))

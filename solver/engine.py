@@ -28,6 +28,7 @@ from .facts import (
     LayoutIds,
     build_child,
     layout_from_symbol,
+    snake,
     spec_facts,
 )
 from .logic_files import unsnapshot
@@ -93,6 +94,7 @@ class Engine:
         self._inflight: set[Spec] = set()
         self._limited: dict[tuple[Spec, tuple], Spec] = {}
         self._children: dict[tuple, Spec] = {}  # decoded child atoms -> spec class
+        self._parent_keys: dict[Spec, tuple] = {}  # spec class -> its key as a child's (_like)
         self.stats = EngineStats()
         self.ids = LayoutIds()
         self.tracks_alignment = True  # until the files are read (_load_catalog)
@@ -245,7 +247,9 @@ class Engine:
                 fam = for_atom(functor)
                 action = fam.decode(spec, functor, args, self, requested.get(sid) if requested else None)
                 keys = tuple(sorted(kids))
-                children = tuple(self._child(kids[k]) for k in keys)
+                children = tuple(
+                    self._child(kids[k] if kids[k][0] is not None else self._like(spec, kids[k])) for k in keys
+                )
                 al = allocs.get(a)
                 if al is not None:
                     al = (self.target.level(al[0]).index, al[1])
@@ -253,6 +257,38 @@ class Engine:
             exps.sort(key=lambda e: str(e.action))
             out.append((exps, bads))
         return out
+
+    def _like(self, spec: Spec, stated: tuple) -> tuple:
+        """The key of a child like its parent (child_like/3): the parent's, with what the
+        child's atoms state in place of it."""
+        base = self._parent_keys.get(spec)
+        if base is None:
+            ops = tuple(
+                (
+                    t.dtype.short,
+                    t.level.lower(),
+                    str(int(t.aligned)),
+                    str(t.contig),
+                    str(t.vector_size or 0),
+                    str(self.ids.id(t.layout)),
+                    "" if t.stride is None else str(t.stride),
+                )
+                for t in spec.operands
+            )
+            base = self._parent_keys[spec] = (snake(spec.kind), spec.shape, ops, spec.serial)
+        kind, shape, ops, serial = base
+        _, dims, opers, more_serial, own_kind = stated
+        if dims:
+            sh = list(shape)
+            for d, x in dims:
+                sh[d] = x
+            shape = tuple(sh)
+        if opers:
+            op = list(ops)
+            for o, t in opers:
+                op[o] = t
+            ops = tuple(op)
+        return (own_kind or kind, shape, ops, serial or more_serial)
 
     def _child(self, key: tuple) -> Spec:
         """The spec class a child's atoms describe; the same child recurs under many

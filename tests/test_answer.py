@@ -45,3 +45,55 @@ def test_error_atoms_are_read_with_their_text():
         "the tile, of size 3, does not divide",
         "bad_dim(2)",
     ]
+
+
+def test_a_child_like_its_parent_keeps_only_what_its_atoms_state():
+    text = (
+        "action(0,tile1(1,4,0)) child_like(0,tile1(1,4,0),0) child_dim(0,tile1(1,4,0),0,1,4) "
+        "child_operand(0,tile1(1,4,0),0,0,f32,gl,1,1,0,2) child_stride(0,tile1(1,4,0),0,0,9) "
+        "action(0,move(1,vrf,2,8)) child_like(0,move(1,vrf,2,8),1) "
+        "action(0,to_accum) child_like(0,to_accum,1) child_kind(0,to_accum,1,matmul_accum) SATISFIABLE"
+    )
+    ((acts, _, _, _),) = parse(text, 1)
+    assert acts == {
+        "tile1(1,4,0)": {0: (None, ((1, 4),), ((0, ("f32", "gl", "1", "1", "0", "2", "9")),), False, None)},
+        "move(1,vrf,2,8)": {1: (None, (), (), False, None)},
+        "to_accum": {1: (None, (), (), False, "matmul_accum")},
+    }
+
+
+def test_a_child_that_states_nothing_is_its_parent(tmp_path):
+    """Engine._like completes a child_like/3 child from its parent's fields, written as
+    the rules would state them: for a child stating nothing, the key must give back the
+    parent's own class (stride, contiguousness, alignment, vector size, packed layout)."""
+    from morello_asp import parse_spec
+    from morello_asp.solver.engine import Engine
+
+    tracked = tmp_path / "tracked.lp"
+    tracked.write_text("track_alignment.\n")
+    for rules, text in [
+        (
+            (),
+            "(MatmulAccum(1x4x16x16, (f32, GL, row_major), (f32, GL, row_major, c1, s12), (f32, GL, row_major, c1)), "
+            "[16, 16, 1024, 33554432])",
+        ),
+        (
+            (),
+            "(MatmulAccum(1x4x128x16, (bf16, L1, row_major), (bf16, L1, col_major, c0), "
+            "(f32, VRF, row_major, v8), serial), [64, 1024, 32768, 1073741824])",
+        ),
+        (
+            (tracked,),
+            "(MatmulAccum(1x4x128x16, (bf16, L1, row_major), (bf16, L1, col_major, ua, c0), "
+            "(f32, VRF, row_major, v8), serial), [64, 1024, 32768, 1073741824])",
+        ),
+        ((), "Matmul(8x1024x8, f32)"),
+        ((), "Softmax1(4x32, f32)"),
+        ((), "Conv(1x2x2x3x3x2x2, f32)"),
+    ]:
+        engine = Engine("avx2", rules)
+        limited = parse_spec(text)
+        assert engine.expand(limited)  # read the spec's answer (its layouts are numbered)
+        spec = limited.without_limits
+        child = engine._child(engine._like(spec, (None, (), (), False, None)))
+        assert child == spec, text

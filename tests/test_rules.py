@@ -74,7 +74,9 @@ def test_tile_actions_for_matmul_skip_the_reduction_dim():
     assert "action(0,tile1(1,4,0))" in tiles and "action(0,tile1(3,2,0))" in tiles
     assert not any(a.startswith("action(0,tile1(2,") for a in tiles)  # k is a reduction dim
     assert "action(0,to_accum)" in atoms
-    assert "child_dim(0,tile1(1,4,0),0,1,4)" in atoms and "child_dim(0,tile1(1,4,0),0,3,8)" in atoms
+    # A tile's child is its parent's spec with the dimensions the tile cuts stated.
+    assert "child_like(0,tile1(1,4,0),0)" in atoms and "child_dim(0,tile1(1,4,0),0,1,4)" in atoms
+    assert not any(a.startswith("child_dim(0,tile1(1,4,0),0,3,") for a in atoms)
 
 
 def test_syntax_error_in_user_rule_file_names_file_and_line(tmp_path):
@@ -214,7 +216,7 @@ def test_readme_worked_example_atoms():
     for a in [
         "action(0,move(1,vrf,2,8))",
         "alloc(0,move(1,vrf,2,8),vrf,1)",
-        "child_kind(0,move(1,vrf,2,8),1,matmul_accum)",
+        "child_like(0,move(1,vrf,2,8),1)",
         "child_operand(0,move(1,vrf,2,8),1,1,f32,vrf,1,3,8,2)",
         "action(0,move(0,rf,2,0))",
     ]:
