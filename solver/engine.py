@@ -28,6 +28,7 @@ from .facts import (
     LayoutIds,
     build_child,
     layout_from_symbol,
+    operand_fields,
     snake,
     spec_facts,
 )
@@ -263,18 +264,7 @@ class Engine:
         child's atoms state in place of it."""
         base = self._parent_keys.get(spec)
         if base is None:
-            ops = tuple(
-                (
-                    t.dtype.short,
-                    t.level.lower(),
-                    str(int(t.aligned)),
-                    str(t.contig),
-                    str(t.vector_size or 0),
-                    str(self.ids.id(t.layout)),
-                    "" if t.stride is None else str(t.stride),
-                )
-                for t in spec.operands
-            )
+            ops = tuple(operand_fields(t, self.ids) for t in spec.operands)
             base = self._parent_keys[spec] = (snake(spec.kind), spec.shape, ops, spec.serial)
         kind, shape, ops, serial = base
         _, dims, opers, more_serial, own_kind = stated

@@ -81,16 +81,30 @@ def spec_facts(sid: int, spec: Spec, target: Target, ids: LayoutIds) -> list[str
     return f
 
 
+def operand_fields(ts: TensorSpec, ids: LayoutIds) -> tuple[str, ...]:
+    """An operand as text: the fields spec_operand/8 writes after the spec and operand
+    (dtype, level, aligned, contiguity, vector size, layout id), then its stride
+    exponent or "". A child's atoms give these back (build_child reads them), and
+    Engine._like fills a child_like/3 child's unstated operands with its parent's."""
+    return (
+        ts.dtype.short,
+        ts.level.lower(),
+        str(int(ts.aligned)),
+        str(ts.contig),
+        str(ts.vector_size or 0),
+        str(ids.id(ts.layout)),
+        "" if ts.stride is None else str(ts.stride),
+    )
+
+
 def _operand_facts(op: int, ts: TensorSpec, access, shape, target: Target, ids: LayoutIds) -> tuple[str, ...]:
     """spec_facts' facts of one operand, with § for the spec's id."""
     sid = "§"
     lay = ts.layout
-    f = [
-        f"spec_operand({sid},{op},{ts.dtype.short},{ts.level.lower()},{int(ts.aligned)},{ts.contig},"
-        f"{ts.vector_size or 0},{ids.id(lay)})."
-    ]
-    if ts.stride is not None:
-        f.append(f"spec_stride({sid},{op},{ts.stride}).")
+    *fields, exponent = operand_fields(ts, ids)
+    f = [f"spec_operand({sid},{op},{','.join(fields)})."]
+    if exponent:
+        f.append(f"spec_stride({sid},{op},{exponent}).")
     for j, (a, x) in enumerate(zip(access, shape)):
         f.append(f"spec_opext({sid},{op},{j},{x}).")
         if a.single is not None:
