@@ -49,10 +49,12 @@ class Layout:
     pdims: tuple[PhysDim, ...]
 
     def __hash__(self) -> int:
-        h = self.__dict__.get("_hash")
-        if h is None:
-            h = hash(self.pdims)
-            object.__setattr__(self, "_hash", h)
+        try:
+            return self._hash  # type: ignore[attr-defined]  # set below, once
+        except AttributeError:
+            pass
+        h = hash(self.pdims)
+        object.__setattr__(self, "_hash", h)
         return h
 
     def __getstate__(self):  # the cached hash is per process (string hashing is salted)

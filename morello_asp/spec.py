@@ -64,10 +64,12 @@ class TensorSpec:
 
     def __hash__(self) -> int:
         # Specs are hashed constantly by the search's tables: compute once.
-        h = self.__dict__.get("_hash")
-        if h is None:
-            h = hash((self.dtype, self.level, self.layout, self.aligned, self.contig, self.vector_size, self.stride))
-            object.__setattr__(self, "_hash", h)
+        try:
+            return self._hash  # type: ignore[attr-defined]  # set below, once
+        except AttributeError:
+            pass
+        h = hash((self.dtype, self.level, self.layout, self.aligned, self.contig, self.vector_size, self.stride))
+        object.__setattr__(self, "_hash", h)
         return h
 
     def __getstate__(self):  # the cached hash is per process (string hashing is salted)
@@ -103,10 +105,12 @@ class Spec(Schedulable):
     target: Target = field(default_factory=get_target, compare=False, repr=False)
 
     def __hash__(self) -> int:
-        h = self.__dict__.get("_hash")
-        if h is None:
-            h = hash((self.kind, self.shape, self.operands, self.serial, self.limits))
-            object.__setattr__(self, "_hash", h)
+        try:
+            return self._hash  # type: ignore[attr-defined]  # set below, once
+        except AttributeError:
+            pass
+        h = hash((self.kind, self.shape, self.operands, self.serial, self.limits))
+        object.__setattr__(self, "_hash", h)
         return h
 
     def __getstate__(self):  # cached hash, class and coordinates are per process

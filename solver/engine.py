@@ -49,6 +49,17 @@ class Expansion:
     derived: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
 
+def _with_children(e: Expansion, children: tuple[Spec, ...]) -> Expansion:
+    """A copy of `e` (sharing its `derived`) with other children: the search makes one per
+    rewrite of every spec it expands, and a frozen dataclass's __init__ was a tenth of
+    that."""
+    x = object.__new__(Expansion)
+    d = x.__dict__
+    d.update(e.__dict__)
+    d["children"] = children
+    return x
+
+
 @dataclass
 class EngineStats:
     calls: int = 0
@@ -96,6 +107,7 @@ class Engine:
         self._limited: dict[tuple[Spec, tuple], Spec] = {}
         self._children: dict[tuple, Spec] = {}  # decoded child atoms -> spec class
         self._parent_keys: dict[Spec, tuple] = {}  # spec class -> its key as a child's (_like)
+        self._action_text: dict[Action, str] = {}  # the order of a class's expansions (_decode)
         self.stats = EngineStats()
         self.ids = LayoutIds()
         self.tracks_alignment = True  # until the files are read (_load_catalog)
@@ -255,9 +267,16 @@ class Engine:
                 if al is not None:
                     al = (self.target.level(al[0]).index, al[1])
                 exps.append(Expansion(action, children, keys, fam.kernel_cost(action, kcost), al))
-            exps.sort(key=lambda e: str(e.action))
+            exps.sort(key=self._text_of)
             out.append((exps, bads))
         return out
+
+    def _text_of(self, e: Expansion) -> str:
+        """An expansion's action as text (kept: the same actions recur across classes)."""
+        t = self._action_text.get(e.action)
+        if t is None:
+            t = self._action_text[e.action] = str(e.action)
+        return t
 
     def _like(self, spec: Spec, stated: tuple) -> tuple:
         """The key of a child like its parent (child_like/3): the parent's, with what the
@@ -369,7 +388,7 @@ class Engine:
                 if k is None:
                     k = interned[(c, lims)] = c.with_limits(lims)
                 kids.append(k)
-            out.append(Expansion(e.action, tuple(kids), e.keys, e.kernel_cost, e.alloc, e.derived))
+            out.append(_with_children(e, tuple(kids)))
         return out
 
     def expand(self, spec: Spec) -> list[Expansion]:

@@ -265,12 +265,17 @@ class RectMemo:
         n = len(lo) - self._split(key)
         corner = lo[:n]
         pts = [corner]
+        at = list(corner)
         for i in range(n):
-            pts.append(corner[:i] + (lo[i] - 1,) + corner[i + 1 :])
-            pts.append(corner[:i] + (hi[i] + 1,) + corner[i + 1 :])
+            at[i] = lo[i] - 1
+            pts.append(tuple(at))
+            at[i] = hi[i] + 1
+            pts.append(tuple(at))
+            at[i] = lo[i]
         seen = set()
+        get = g.get
         for pt in pts:
-            for b in g.get(pt, ()):
+            for b in get(pt, ()):
                 if id(b) not in seen:
                     seen.add(id(b))
                     yield b

@@ -263,6 +263,10 @@ def connect(path, create: bool = False) -> sqlite3.Connection:
     try:
         con = sqlite3.connect(str(p), timeout=60, isolation_level=None, factory=_Connection)
         con.execute("PRAGMA busy_timeout=60000")
+        # In WAL mode NORMAL syncs at checkpoints, not at every commit: a commit survives
+        # a crash or kill of the process (the OS has it), only a power loss or OS crash can
+        # take the last commits back, and the file stays consistent either way.
+        con.execute("PRAGMA synchronous=NORMAL")
         con.file = _file_id(p)  # the file exists now
         if con.file is not None:
             _OPEN.setdefault(con.file, weakref.WeakSet()).add(con)
@@ -349,6 +353,7 @@ class SqliteMemo(RectMemo):
         self._actions: dict[tuple, Action] = {}  # (action JSON text, ranks) -> Action
         self._action_json: dict[Action, str] = {}  # action -> its JSON text as a JSON string
         self._refs: dict = {}  # spec class -> "[key id, point]"
+        self._keys_json: dict = {}  # an expansion's child keys -> their JSON text
         self.expansions_loaded = 0
         self._zeros = tuple(0 for _ in levels)
         self._coords: dict = {}  # spec class -> (key, point without limits)
@@ -688,10 +693,13 @@ class SqliteMemo(RectMemo):
             key, point = self._class_coords(c)
             enc = []
             for e in exps:
-                kids = ",".join(self._child_ref(ch) for ch in e.children)
+                kids = ",".join([self._child_ref(ch) for ch in e.children])
                 al = f"[{e.alloc[0]},{e.alloc[1]}]" if e.alloc else "null"
-                kc = "null" if e.kernel_cost is None else json.dumps(e.kernel_cost)
-                enc.append(f"[{self._action_ref(e.action)},[{kids}],{json.dumps(list(e.keys))},{kc},{al}]")
+                kc = "null" if e.kernel_cost is None else str(int(e.kernel_cost))
+                keys = self._keys_json.get(e.keys)
+                if keys is None:
+                    keys = self._keys_json[e.keys] = json.dumps(list(e.keys))
+                enc.append(f"[{self._action_ref(e.action)},[{kids}],{keys},{kc},{al}]")
             out.append((self._key_id(key, create=True), json.dumps(point), "[" + ",".join(enc) + "]"))
         self._insert_expansions(out)
 
