@@ -362,8 +362,13 @@ class Search:
     def evaluate(self, spec: Spec, e: Expansion) -> Decision | None:
         """Cost of rewrite `e` of `spec` with optimal children, or None if a child has none."""
         kids = []
+        decided = self._decided
         for c in e.children:
-            d = self.solve(c)
+            d = decided.get(c)
+            if d is None:
+                d = self.solve(c)
+            else:  # solve's first step, without the call
+                self.stats.memo_hits += 1
             if not d.feasible:
                 return None
             kids.append(d)

@@ -227,7 +227,10 @@ class RectMemo:
 
     def _points(self, key, lo, hi):
         n = len(lo) - self._split(key)
-        return product(*(range(a, b + 1) for a, b in zip(lo[:n], hi[:n])))
+        first, last = lo[:n], hi[:n]
+        if first == last:  # most boxes span one point of the non-limit axes
+            return (first,)
+        return product(*(range(a, b + 1) for a, b in zip(first, last)))
 
     def _file(self, key, box, sort=True) -> None:
         g = self._g.setdefault(key, {})
