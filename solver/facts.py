@@ -57,16 +57,20 @@ class LayoutIds:
         return out
 
 
-def spec_facts(sid: int, spec: Spec, target: Target, ids: LayoutIds) -> list[str]:
-    f = [f"spec({sid},{snake(spec.kind)}).", f"spec_rank({sid},{len(spec.shape)})."]
+def spec_facts(sid: int, spec: Spec, target: Target, ids: LayoutIds, kinds_written: set | None = None) -> list[str]:
+    """The input facts of spec `sid`, and those of its kind at its rank unless
+    `kinds_written` (the batch's, updated here) has them already."""
+    kind = snake(spec.kind)
+    rank = len(spec.shape)
+    f = [f"spec({sid},{kind}).", f"spec_rank({sid},{rank})."]
     f += [f"spec_dim({sid},{d},{n})." for d, n in enumerate(spec.shape)]
     if spec.serial:
         f.append(f"spec_serial({sid}).")
     k = spec.k
-    rank = len(spec.shape)
-    f += [f"spec_output({sid},{o})." for o in k.outputs]
-    f += [f"spec_reduction({sid},{d})." for d in k.reduction(rank)]
-    f += [f"spec_scan({sid},{d})." for d in k.scans(rank)]
+    if kinds_written is None or (kind, rank) not in kinds_written:
+        f += _kind_facts(kind, rank, spec)
+        if kinds_written is not None:
+            kinds_written.add((kind, rank))
     # An operand's facts depend on the spec only through its id: the text is made once
     # per operand and shape (the search writes facts for tens of thousands of classes).
     sid_text = f"({sid},"
@@ -78,6 +82,25 @@ def spec_facts(sid: int, spec: Spec, target: Target, ids: LayoutIds) -> list[str
         f += [t.replace("(§,", sid_text) for t in text]
     if k.is_compose:
         f += compose_facts(sid, spec)
+    return f
+
+
+def _kind_facts(kind: str, rank: int, spec: Spec) -> list[str]:
+    """What a kind at a rank says about every spec of it (kind_rank_*, rules/base.lp):
+    written once per batch, not once per spec (a fifth of a batch's facts text was these,
+    and clingo derives them per spec faster than it reads them)."""
+    k = spec.k
+    head = f"{kind},{rank}"
+    f = [f"kind_rank_output({head},{o})." for o in k.outputs]
+    f += [f"kind_rank_reduction({head},{d})." for d in k.reduction(rank)]
+    f += [f"kind_rank_scan({head},{d})." for d in k.scans(rank)]
+    for op, access in enumerate(k.access(rank)):
+        for j, a in enumerate(access):
+            if a.single is not None:
+                f.append(f"kind_rank_opdim({head},{op},{j},{a.single}).")
+            else:
+                f += [f"kind_rank_opsum({head},{op},{j},{d})." for d in a.dims]
+                f.append(f"kind_rank_opoff({head},{op},{j},{a.offset}).")
     return f
 
 
@@ -106,12 +129,8 @@ def _operand_facts(op: int, ts: TensorSpec, access, shape, target: Target, ids: 
     if exponent:
         f.append(f"spec_stride({sid},{op},{exponent}).")
     for j, (a, x) in enumerate(zip(access, shape)):
-        f.append(f"spec_opext({sid},{op},{j},{x}).")
-        if a.single is not None:
-            f.append(f"spec_opdim({sid},{op},{j},{a.single}).")
-        else:
-            f += [f"spec_opsum({sid},{op},{j},{d})." for d in a.dims]
-            f.append(f"spec_opoff({sid},{op},{j},{a.offset}).")
+        if a.single is None:  # a single dimension's extent is derived (rules/base.lp)
+            f.append(f"spec_opext({sid},{op},{j},{x}).")
     f.append(f"spec_npdims({sid},{op},{lay.full_contiguity()}).")
     f.append(f"spec_opvol({sid},{op},{prod(shape)}).")
     f.append(f"spec_mcost({sid},{op},{move_cost(ts, shape, target)}).")

@@ -178,9 +178,9 @@ def test_the_catalog_is_remembered_under_the_hash_of_the_files(tmp_path, monkeyp
 # Fully hand-written fixtures: the facts a Zero of 1x8 f32 in VRF (v8, row-major);
 # LID is the id ENGINE's LayoutIds gives the rank-2 row-major layout.
 ZERO_VRF = """
-spec(0,zero). spec_rank(0,2). spec_dim(0,0,1). spec_dim(0,1,8). spec_serial(0). spec_output(0,0).
-spec_operand(0,0,f32,vrf,1,2,8,LID). spec_opdim(0,0,0,0). spec_opdim(0,0,1,1).
-spec_opext(0,0,0,1). spec_opext(0,0,1,8).
+spec(0,zero). spec_rank(0,2). spec_dim(0,0,1). spec_dim(0,1,8). spec_serial(0).
+kind_rank_output(zero,2,0). kind_rank_opdim(zero,2,0,0,0). kind_rank_opdim(zero,2,0,1,1).
+spec_operand(0,0,f32,vrf,1,2,8,LID).
 spec_npdims(0,0,2). spec_opvol(0,0,8). spec_mcost(0,0,0).
 spec_pdim(0,0,0,1,dyn,1,8,1). spec_pdim(0,0,1,0,dyn,1,1,8).
 """
