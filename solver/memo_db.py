@@ -207,6 +207,14 @@ def _declared_size(head: bytes) -> int:
     return page * pages
 
 
+def _wal_has_frames(p: Path) -> bool:
+    """Whether the table's write-ahead log holds pages (more than its 32-byte header)."""
+    try:
+        return Path(f"{p}-wal").stat().st_size > 32
+    except OSError:
+        return False
+
+
 # Connections this process has open, per table file. Reading a file's header opens and
 # closes a descriptor of it, and closing any descriptor of a file drops every POSIX lock
 # the process holds on it, SQLite's included: a second connection's header check would
@@ -255,7 +263,10 @@ def connect(path, create: bool = False) -> sqlite3.Connection:
             raise MemoError(f"cannot read memo table {p}: {e.strerror}") from None
         if head and head[: len(_SQLITE_MAGIC)] != _SQLITE_MAGIC:
             raise MemoError(f"{p} is not a memo table (not an SQLite database); refusing to touch it")
-        if head and (len(head) < 100 or size < _declared_size(head)):
+        # A checkpoint stopped part-way (the process killed while copying the write-ahead
+        # log into the file) leaves the header ahead of the file's end; the log still
+        # holds those pages and SQLite finishes the copy when the table is next opened.
+        if head and (len(head) < 100 or (size < _declared_size(head) and not _wal_has_frames(p))):
             raise MemoError(
                 f"memo table {p} is truncated ({size} bytes, its header declares {_declared_size(head)}); "
                 "move it away to start a new table"
@@ -695,7 +706,7 @@ class SqliteMemo(RectMemo):
             for e in exps:
                 kids = ",".join([self._child_ref(ch) for ch in e.children])
                 al = f"[{e.alloc[0]},{e.alloc[1]}]" if e.alloc else "null"
-                kc = "null" if e.kernel_cost is None else str(int(e.kernel_cost))
+                kc = "null" if e.kernel_cost is None else json.dumps(e.kernel_cost)
                 keys = self._keys_json.get(e.keys)
                 if keys is None:
                     keys = self._keys_json[e.keys] = json.dumps(list(e.keys))
