@@ -59,7 +59,7 @@ class LayoutIds:
 
 def spec_facts(sid: int, spec: Spec, target: Target, ids: LayoutIds, kinds_written: set | None = None) -> list[str]:
     """The input facts of spec `sid`, and those of its kind at its rank unless
-    `kinds_written` (the batch's, updated here) has them already."""
+    `kinds_written` (the (kind, rank) pairs one clingo call has, updated here) has them."""
     kind = snake(spec.kind)
     rank = len(spec.shape)
     f = [f"spec({sid},{kind}).", f"spec_rank({sid},{rank})."]
@@ -68,7 +68,7 @@ def spec_facts(sid: int, spec: Spec, target: Target, ids: LayoutIds, kinds_writt
         f.append(f"spec_serial({sid}).")
     k = spec.k
     if kinds_written is None or (kind, rank) not in kinds_written:
-        f += _kind_facts(kind, rank, spec)
+        f += _kind_facts(kind, rank, k)
         if kinds_written is not None:
             kinds_written.add((kind, rank))
     # An operand's facts depend on the spec only through its id: the text is made once
@@ -85,11 +85,11 @@ def spec_facts(sid: int, spec: Spec, target: Target, ids: LayoutIds, kinds_writt
     return f
 
 
-def _kind_facts(kind: str, rank: int, spec: Spec) -> list[str]:
-    """What a kind at a rank says about every spec of it (kind_rank_*, rules/base.lp):
-    written once per batch, not once per spec (a fifth of a batch's facts text was these,
-    and clingo derives them per spec faster than it reads them)."""
-    k = spec.k
+def _kind_facts(kind: str, rank: int, k) -> list[str]:
+    """What kind `k` (named `kind`) at a rank says about every spec of it (kind_rank_*,
+    rules/base.lp): written once per clingo call, not once per spec (a third of a 64^3
+    batch's facts text was these, and clingo derives them per spec faster than it reads
+    them)."""
     head = f"{kind},{rank}"
     f = [f"kind_rank_output({head},{o})." for o in k.outputs]
     f += [f"kind_rank_reduction({head},{d})." for d in k.reduction(rank)]

@@ -97,3 +97,23 @@ def test_a_child_that_states_nothing_is_its_parent(tmp_path):
         spec = limited.without_limits
         child = engine._child(engine._like(spec, (None, (), (), False, None)))
         assert child == spec, text
+
+
+def test_equal_values_in_an_answer_are_one_object():
+    """The same operand and the same child recur across a batch; read once, they pickle
+    once when the answer goes to the search's process."""
+    import pickle
+
+    op = "f32,l1,1,2,0,7"
+    text = " ".join(
+        f"action({s},tile1(1,{t},0)) child_like({s},tile1(1,{t},0),0) child_dim({s},tile1(1,{t},0),0,1,4) "
+        f"child_operand({s},tile1(1,{t},0),0,0,{op})"
+        for s in range(3)
+        for t in (4, 8)
+    )
+    parsed = parse(text + " SATISFIABLE", 3)
+    kids = [k for acts, _, _, _ in parsed for per in acts.values() for k in per.values()]
+    assert len(kids) == 6 and all(k is kids[0] for k in kids)  # one child, stated six times
+    assert kids[0] == (None, ((1, 4),), ((0, ("f32", "l1", "1", "2", "0", "7", "")),), False, None)
+    once = len(pickle.dumps(kids[0]))
+    assert len(pickle.dumps(parsed)) < len(pickle.dumps(parsed[0])) + 2 * once

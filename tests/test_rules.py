@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import clingo
 import pytest
 
@@ -407,3 +409,31 @@ def test_renamed_target_levels_have_the_same_roles():
         }
     assert {_rename(a) for a in got["avx2"]} == got["renamed"]
     assert "vector_level(vreg)" in got["renamed"] and "value_level(sreg)" in got["renamed"]
+
+
+def test_kind_facts_are_written_once_per_call_and_the_spec_facts_derived_from_them():
+    """Two specs of one kind and rank in one call: the second carries no kind_rank_*
+    facts, and rules/base.lp derives each spec's operand dims, extents, output and
+    reduction from the first's (a conv's summed dimension keeps its own extent)."""
+    a = parse_spec("Matmul(1x4x8x16, f32)")
+    b = parse_spec("Matmul(1x2x2x32, f32)")
+    conv = parse_spec("Conv(1x3x5x3x5x3x3, f32)")
+    kinds: set = set()
+    fa = spec_facts(0, a, TARGET, ENGINE.ids, kinds)
+    fb = spec_facts(1, b, TARGET, ENGINE.ids, kinds)
+    fc = spec_facts(2, conv, TARGET, ENGINE.ids, kinds)
+    assert any(f.startswith("kind_rank_opdim(matmul,4,") for f in fa)
+    assert not any(f.startswith("kind_rank_") for f in fb)
+    assert any(f.startswith("kind_rank_opsum(conv,7,") for f in fc)
+    ctl = clingo.Control(["--warn=none"])
+    ctl.load(str(Path(__file__).resolve().parent.parent / "encodings" / "rules" / "base.lp"))
+    ctl.add("base", [], "\n".join(fa + fb + fc))
+    ctl.ground([("base", [])])
+    atoms = {str(s.symbol) for s in ctl.symbolic_atoms}
+    # Matmul b, m, k, n: rhs (operand 1) spans b, k, n; out (2) is b, m, n; k is reduced.
+    for sid, (m, k, n) in ((0, (4, 8, 16)), (1, (2, 2, 32))):
+        assert {f"spec_opdim({sid},1,1,2)", f"spec_opext({sid},1,1,{k})", f"spec_opext({sid},1,2,{n})"} <= atoms
+        assert {f"spec_output({sid},2)", f"spec_reduction({sid},2)", f"spec_opext({sid},2,1,{m})"} <= atoms
+        assert f"spec_reduction({sid},1)" not in atoms
+    # The image's rows are h + fh: summed, with the extent the facts give (3 + 3 - 1).
+    assert {"spec_opsum(2,0,2,3)", "spec_opsum(2,0,2,5)", "spec_opoff(2,0,2,0)", "spec_opext(2,0,2,5)"} <= atoms
