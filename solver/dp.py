@@ -165,8 +165,8 @@ def _thaw_gc() -> None:
 
 # For as long as a search runs, the youngest generation is collected every 10,000 new
 # objects, not 700: nearly everything the search makes is kept, so a young collection
-# finds little. At 64^3 the main process's time in the collector fell from 1.6 to 1.0
-# CPU s (benchmarks/revisions.py), with the same peak memory.
+# finds little (README, "A lighter main process": fewer collections, the same peak
+# memory).
 _YOUNG = 10_000
 _tuned = 0  # searches running in this process (one may call another)
 
