@@ -207,10 +207,17 @@ def _declared_size(head: bytes) -> int:
     return page * pages
 
 
+_WAL_MAGIC = (0x377F0682, 0x377F0683)  # the first 4 bytes of an SQLite write-ahead log
+
+
 def _wal_has_frames(p: Path) -> bool:
-    """Whether the table's write-ahead log holds pages (more than its 32-byte header)."""
+    """Whether the table has a write-ahead log (by its magic number) that holds pages
+    (more than its 32-byte header): anything else beside a short file leaves it refused."""
     try:
-        return Path(f"{p}-wal").stat().st_size > 32
+        wal = Path(f"{p}-wal")
+        with open(wal, "rb") as f:
+            magic = int.from_bytes(f.read(4), "big")
+        return magic in _WAL_MAGIC and wal.stat().st_size > 32
     except OSError:
         return False
 

@@ -481,6 +481,13 @@ def test_a_table_killed_during_a_checkpoint_opens(tmp_path):
         f.write(last_page1)
     head = snap.read_bytes()[:100]
     assert snap.stat().st_size < page * int.from_bytes(head[28:32], "big")  # the header is ahead
+    # Beside a file that is not a log, the short table is still refused, and nothing touched.
+    odd = tmp_path / "o.db"
+    odd.write_bytes(snap.read_bytes())
+    (tmp_path / "o.db-wal").write_bytes(b"\0" * len(wal))
+    with pytest.raises(MorelloError, match=r"is truncated \(\d+ bytes"):
+        connect(odd)
+    assert (tmp_path / "o.db-wal").read_bytes() == b"\0" * len(wal)
     c = connect(snap)
     assert c.execute("SELECT count(*) FROM decisions").fetchone()[0] == 20
     assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
