@@ -112,6 +112,7 @@ class Engine:
         self.ids = LayoutIds()
         self.tracks_alignment = True  # until the files are read (_load_catalog)
         self.stride_levels: frozenset[str] | None = None
+        self.stride_runs = 0
         self._catalog_facts = self._load_catalog()
         # Surface grounding errors (unsafe variables, ...) in user files now, not mid-search
         # (the shipped files ground: _load_catalog just did, and the test suite runs them).
@@ -160,6 +161,10 @@ class Engine:
                 "stride_read": sorted(
                     str(a.symbol.arguments[0]) for a in ctl.symbolic_atoms.by_signature("stride_read", 1)
                 ),
+                "stride_read_runs": min(
+                    (a.symbol.arguments[0].number for a in ctl.symbolic_atoms.by_signature("stride_read_runs", 1)),
+                    default=0,
+                ),
             }
 
         def well_formed(value) -> bool:
@@ -167,6 +172,7 @@ class Engine:
                 return (
                     isinstance(value["track_alignment"], bool)
                     and all(isinstance(x, str) for x in value["stride_read"])
+                    and isinstance(value["stride_read_runs"], int)
                     and all(isinstance(r, int) and isinstance(t, str) for r, t in value["layouts"])
                 )
             except (KeyError, TypeError, ValueError):  # an entry of another format
@@ -186,6 +192,7 @@ class Engine:
         decl = self._declarations()
         self.tracks_alignment = decl["track_alignment"]
         self.stride_levels = frozenset(x.upper() for x in decl["stride_read"])
+        self.stride_runs = decl["stride_read_runs"]
         facts = [f"layout_row_major({r},{self.ids.id(Layout.row_major(r))})." for r in range(1, 9)]
         for rank, text in decl["layouts"]:
             term = clingo.parse_term(text)
@@ -306,7 +313,15 @@ class Engine:
         if spec is None:
             kind, shape, ops, serial = key
             spec = self._children[key] = build_child(
-                kind, shape, ops, serial, self.ids, self.target, self.tracks_alignment, self.stride_levels
+                kind,
+                shape,
+                ops,
+                serial,
+                self.ids,
+                self.target,
+                self.tracks_alignment,
+                self.stride_levels,
+                self.stride_runs,
             )
         return spec
 

@@ -3,6 +3,7 @@ child atoms the rule files derive. The predicate contract is in encodings/README
 
 from __future__ import annotations
 
+from dataclasses import replace
 from math import prod
 
 import clingo
@@ -183,13 +184,15 @@ def build_child(
     target: Target,
     keep_alignment: bool = True,
     stride_levels: frozenset[str] | None = None,
+    stride_runs: int = 0,
 ) -> Spec:
     """The canonical spec a child's atoms describe (kind in snake case, operands as
     (dtype, level, aligned, contiguity, vector size, layout id, stride or "") text).
     Without `keep_alignment` (no rule in force reads it: track_alignment/0 in
     rules/base.lp) every operand is aligned, and an operand keeps its stride only at
-    `stride_levels` (stride_read/1 in rules/aliasing.lp; None: everywhere), so children
-    that differ only there are one class."""
+    `stride_levels` (stride_read/1 in rules/aliasing.lp; None: everywhere) and only if
+    it has more than `stride_runs` runs (stride_read_runs/1), so children that differ
+    only there are one class."""
     name = camel(kind)
     operands = []
     for op, opshape in zip(ops, get_kind(name).operand_shapes(shape)):
@@ -208,5 +211,14 @@ def build_child(
                 int(v) or None,
                 int(st) if st and (stride_levels is None or lv.upper() in stride_levels) else None,
             ).canonical(opshape, target)
+            if ts.stride is not None and stride_runs and _runs(ts, opshape) <= stride_runs:
+                ts = ids.operands[key] = replace(ts, stride=None)
         operands.append(ts)
     return Spec(name, shape, tuple(operands), serial, (), target)
+
+
+def _runs(ts: TensorSpec, shape: tuple[int, ...]) -> int:
+    """How many runs a view that is not contiguous has along the physical dim where its
+    adjacency breaks (alias_runs/3 in rules/aliasing.lp)."""
+    assert ts.contig is not None  # canonical
+    return ts.layout._covers(shape)[ts.contig][1]
