@@ -155,16 +155,16 @@ class Engine:
             except RuntimeError:
                 raise RuleError("clingo cannot load the logic files:\n" + unsnapshot("\n".join(messages))) from None
             atoms = ctl.symbolic_atoms.by_signature("layout_cand", 3)
+            runs = [a.symbol.arguments[0] for a in ctl.symbolic_atoms.by_signature("stride_read_runs", 1)]
+            if any(x.type != clingo.SymbolType.Number for x in runs):
+                raise RuleError(f"stride_read_runs/1 takes a number of runs, not {', '.join(map(str, runs))}")
             return {
                 "layouts": [(a.symbol.arguments[0].number, str(a.symbol.arguments[1])) for a in atoms],
                 "track_alignment": any(True for _ in ctl.symbolic_atoms.by_signature("track_alignment", 0)),
                 "stride_read": sorted(
                     str(a.symbol.arguments[0]) for a in ctl.symbolic_atoms.by_signature("stride_read", 1)
                 ),
-                "stride_read_runs": min(
-                    (a.symbol.arguments[0].number for a in ctl.symbolic_atoms.by_signature("stride_read_runs", 1)),
-                    default=0,
-                ),
+                "stride_read_runs": min((x.number for x in runs), default=0),
             }
 
         def well_formed(value) -> bool:

@@ -84,3 +84,12 @@ def test_a_stride_is_kept_only_where_more_runs_than_ways(tmp_path):
     assert kept.stride_runs == 0
     assert strided(plain) and all(runs > 8 for _, runs in strided(plain))
     assert any(runs <= 8 for _, runs in strided(kept))
+
+
+def test_a_stride_read_runs_that_is_not_a_number_is_refused(tmp_path):
+    from morello_asp.errors import RuleError
+
+    bad = tmp_path / "bad.lp"
+    bad.write_text("stride_read_runs(many).\n")
+    with pytest.raises(RuleError, match="stride_read_runs/1 takes a number"):
+        Engine("avx2", (bad,))
