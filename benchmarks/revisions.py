@@ -9,8 +9,10 @@ into a throwaway virtual environment that borrows this one's (clingo, z3, numpy,
 Both synthesize with the same number of clingo workers and print the program's cost,
 which must agree: a revision that changes the result is not a speed-up. Each search
 starts from a new, empty SQLite table, as a user's first `synth` does (--memo dict: in
-memory, nothing written). A second table gives where the CPU time went: the main
-process, the part of it in Python's cyclic garbage collector, and the clingo workers.
+memory, nothing written). A second table gives each whole process, start to exit (what
+a user of `synth` waits for: the search, the imports and the interpreter's shutdown), a
+third where the CPU time went: the main process, the part of it in Python's cyclic
+garbage collector, and the clingo workers.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,10 +96,12 @@ def base_python(rev: str, work: Path) -> Path:
 def run(py: Path | str, n: int, memo: str = "table") -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         where = memo if memo == "dict" else str(Path(tmp) / "memo.db")
+        t0 = time.perf_counter()
         r = subprocess.run([str(py), "-c", ONE, str(n), where], capture_output=True, text=True, cwd=tmp)
+        process = time.perf_counter() - t0
     if r.returncode != 0:
         raise SystemExit(f"{py}: Matmul {n}^3 failed: {r.stderr.strip().splitlines()[-1:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return json.loads(r.stdout.strip().splitlines()[-1]) | {"process": process}
 
 
 def main(argv=None):
@@ -139,6 +144,15 @@ def main(argv=None):
         paired = statistics.median(x["wall"] / y["wall"] for x, y in zip(a, b))
         cells = " | ".join(f"{medians[k][-1]:.1f}" for k in names)
         print(f"| {n} | {cells} | {paired:.2f}x | {a[0]['cost']:,} |")
+    print()
+    print("Whole process, start to exit, as a user of `synth` waits for it (medians; the search, then the")
+    print("interpreter's imports and shutdown)")
+    print("| n | " + " | ".join(f"{k}: s" for k in names) + " | speed-up (paired median) |")
+    print("|---|" + "---|" * (len(names) + 1))
+    for n in args.sizes:
+        a, b = got[names[0], n], got[names[1], n]
+        cells = " | ".join(f"{statistics.median(x['process'] for x in got[k, n]):.1f}" for k in names)
+        print(f"| {n} | {cells} | {statistics.median(x['process'] / y['process'] for x, y in zip(a, b)):.2f}x |")
     print()
     print(
         "CPU seconds (medians): the main process, its part in Python's cyclic collector "

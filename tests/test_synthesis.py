@@ -324,3 +324,24 @@ def test_a_batch_started_while_another_is_out_waits_for_it_and_an_abandoned_one_
     imp = Search(stopped, DictMemo()).build(spec)
     assert imp.cost == Search(fresh, DictMemo()).build(spec).cost
     check_runs(imp)
+
+
+@pytest.mark.parametrize("search", [True, False])
+def test_the_heap_is_frozen_at_exit_after_a_search(search):
+    """The interpreter's collections at exit would rescan all a search kept (7 s of a
+    64^3 `synth`): a process that made a Search freezes its heap from an exit handler
+    (one that only imported the package does not). A handler registered first runs
+    last and sees it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import atexit, gc\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
+        "from morello_asp.solver.dp import Search\n"
+        "from morello_asp.solver.engine import Engine\n"
+        "kept = [[i] for i in range(1000)]\n"
+    ) + ("Search(Engine('avx2'))\n" if search else "")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"frozen {search}"
