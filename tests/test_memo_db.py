@@ -20,6 +20,9 @@ from morello_asp.solver.memo import Decision
 from morello_asp.synthesis import synthesize
 
 SPEC = "Matmul(4x4x8, f32)"
+# Large enough to be killed part-way: 4x4x8 ends (the process too) in about a second,
+# sometimes before a poll sees its rows.
+KILL_SPEC = "Matmul(8x8x8, f32)"
 SCRIPT = (
     "import sys; from morello_asp.synthesis import synthesize; "
     "imp = synthesize(sys.argv[1], db=sys.argv[2]); print(imp.cost.main); print(imp)"
@@ -60,7 +63,7 @@ def test_table_built_by_other_rules_is_refused(tmp_path):
 @pytest.mark.slow
 def test_kill_9_keeps_committed_rows_and_rerun_matches(tmp_path):
     db = tmp_path / "k.db"
-    p = subprocess.Popen([sys.executable, "-c", SCRIPT, SPEC, str(db)], stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, "-c", SCRIPT, KILL_SPEC, str(db)], stdout=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline and p.poll() is None:
         time.sleep(0.2)
@@ -74,11 +77,11 @@ def test_kill_9_keeps_committed_rows_and_rerun_matches(tmp_path):
     p.wait()
     committed = rows(db)
     assert committed >= 500
-    resumed = run(SPEC, db)
+    resumed = run(KILL_SPEC, db)
     assert rows(db) >= committed
-    clean = run(SPEC, tmp_path / "clean.db")
+    clean = run(KILL_SPEC, tmp_path / "clean.db")
     assert resumed == clean
-    err, tol = synthesize(SPEC, db=db).compile().check()  # answered from the resumed table
+    err, tol = synthesize(KILL_SPEC, db=db).compile().check()  # answered from the resumed table
     assert err <= tol
 
 
