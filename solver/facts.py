@@ -202,7 +202,7 @@ def build_child(
         ts = ids.operands.get(key)
         if ts is None:
             dt, lv, al, c, v, lay, st = op
-            ts = ids.operands[key] = TensorSpec(
+            ts = TensorSpec(
                 _DTYPES[dt],
                 lv.upper(),
                 ids.layouts[int(lay)],
@@ -212,7 +212,8 @@ def build_child(
                 int(st) if st and (stride_levels is None or lv.upper() in stride_levels) else None,
             ).canonical(opshape, target)
             if ts.stride is not None and stride_runs and _runs(ts, opshape) <= stride_runs:
-                ts = ids.operands[key] = replace(ts, stride=None)
+                ts = replace(ts, stride=None)
+            ids.operands[key] = ts
         operands.append(ts)
     return Spec(name, shape, tuple(operands), serial, (), target)
 
