@@ -192,7 +192,10 @@ class CostTerms:
         )
         self.move_levels = list(move_levels)
         self._registers = base.register_levels
-        d = Path(workdir or tempfile.mkdtemp(prefix="morello-cal-"))
+        # A directory of our own is removed when this object goes (it held 12 KB per
+        # calibration, left in /tmp for ever before).
+        self._tmp = None if workdir else tempfile.TemporaryDirectory(prefix="morello-cal-")
+        d = Path(workdir or self._tmp.name)  # type: ignore[union-attr]
         d.mkdir(parents=True, exist_ok=True)
         probe = write_target(
             d / "avx2_units.lp",

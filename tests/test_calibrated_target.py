@@ -125,3 +125,16 @@ def test_loop_and_move_overheads_count_only_real_loops_and_copies(tmp_path):
         walk(imp, 1)
         assert compute_cost(imp, tgt).main - compute_cost(imp, base).main == want
     assert all(seen.values()), seen  # every case occurred
+
+
+def test_cost_terms_remove_the_directory_they_made():
+    """A CostTerms without a workdir writes its probe target into a directory of its own;
+    that directory goes with the object instead of staying in /tmp."""
+    import gc
+
+    terms = CostTerms(get_target("avx2"))
+    made = terms.probe_path.parent
+    assert made.is_dir() and terms.probe_path.is_file()
+    del terms
+    gc.collect()
+    assert not made.exists()
