@@ -106,6 +106,7 @@ class Engine:
         self._inflight: set[Spec] = set()
         self._limited: dict[tuple[Spec, tuple], Spec] = {}
         self._children: dict[tuple, Spec] = {}  # decoded child atoms -> spec class
+        self._classes: dict[Spec, Spec] = {}  # each child class -> its one object
         self._parent_keys: dict[Spec, tuple] = {}  # spec class -> its key as a child's (_like)
         self._action_text: dict[Action, str] = {}  # the order of a class's expansions (_decode)
         self.stats = EngineStats()
@@ -308,11 +309,13 @@ class Engine:
 
     def _child(self, key: tuple) -> Spec:
         """The spec class a child's atoms describe; the same child recurs under many
-        parents, so each distinct key maps to one shared object."""
+        parents, so each distinct key maps to one shared object, and so do keys that
+        build equal classes (a view whose stride is dropped): dictionaries keyed by
+        classes then find them by identity, without comparing them field by field."""
         spec = self._children.get(key)
         if spec is None:
             kind, shape, ops, serial = key
-            spec = self._children[key] = build_child(
+            spec = build_child(
                 kind,
                 shape,
                 ops,
@@ -323,6 +326,7 @@ class Engine:
                 self.stride_levels,
                 self.stride_runs,
             )
+            spec = self._children[key] = self._classes.setdefault(spec, spec)
         return spec
 
     # -------------------------------------------------------------------------- API
