@@ -186,6 +186,13 @@ def jobs() -> int:
         return max(1, min(os.cpu_count() or 1, 8))
 
 
+def calls_ahead() -> int:
+    """How many calls a pipelined caller keeps out at once: one per worker process. A
+    precompute worker runs its calls here, one at a time (chunks of one call side by
+    side on borrowed cores): one."""
+    return 1 if _INLINE else jobs()
+
+
 def ground_timeout(nspecs: int) -> float:
     base = _env_number(
         "MORELLO_ASP_GROUND_TIMEOUT",

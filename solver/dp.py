@@ -22,6 +22,7 @@ import heapq
 import shutil
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,8 +38,10 @@ from . import clingo_run, interrupt
 from .engine import Engine, Expansion
 from .memo import Decision, DictMemo, MemoTable
 
-BATCH = 1000  # specs per expansion batch (split across the clingo workers; smaller batches complete
-# sub-DAGs sooner, so more decisions are committed early, at no measured cost)
+# Specs per expansion batch, one clingo call each, a batch per worker out at once.
+# Smaller batches complete sub-DAGs sooner, so decisions are committed earlier, but each
+# call pays a fixed cost: 700 searched 64^3 and 1024^3 a little sooner than 500 or 1000.
+BATCH = 700
 
 
 @dataclass
@@ -279,20 +282,28 @@ class Search:
                     classes.update(got)
                     self.stats.from_table += len(got)
                     new = [c for c in todo if c not in got]
-            return chunk, new, self.engine.start_expand(chunk)
+            return chunk, new, self.engine.start_expand(chunk, split=ahead == 1)
 
-        pending = None
+        # One batch out per clingo worker while this process reads the answers of the
+        # one before them and solves what they finish (it lags a few batches behind
+        # the smallest specs; any order is exact). A batch is one clingo call: split
+        # into a call per worker, each batch paid each call's fixed cost (parsing and
+        # grounding the rules), a tenth of the workers' time at 64^3.
+        ahead = clingo_run.calls_ahead()
+        out: deque = deque()  # started batches, oldest first
+
+        def top_up() -> None:
+            while heap and len(out) < ahead:
+                out.append(start())
+
         frozen = _freeze_gc()
         try:
-            while heap or pending:
+            while heap or out:
                 interrupt.check()
-                chunk, new, expansions = pending or start()
-                pending = None
-                if heap:
-                    # Two batches out at once: the workers ground the next one while
-                    # this process reads this one's answers and solves what they finish
-                    # (it lags one batch behind the smallest specs; any order is exact).
-                    pending = start()
+                if not out:
+                    out.append(start())
+                chunk, new, expansions = out.popleft()
+                top_up()
                 ready: list[Spec] = []
                 for s, exps in zip(chunk, expansions()):
                     need = 0
@@ -324,10 +335,9 @@ class Search:
                         if not waiting[q]:
                             del waiting[q]
                             ready.append(q)
-                if heap and pending is None:
-                    # The heap was empty when this batch was read; its children are
-                    # not: they ground while this process solves what finished.
-                    pending = start()
+                # The heap may have been empty when this batch was read; its children
+                # ground while this process solves what finished.
+                top_up()
                 for s in done:  # children before parents
                     self.solve(s)
                 self.memo.flush()

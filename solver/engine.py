@@ -336,12 +336,14 @@ class Engine:
         limit vector here."""
         return self.start_expand(specs)()
 
-    def start_expand(self, specs: list[Spec]) -> Callable[[], list[list[Expansion]]]:
+    def start_expand(self, specs: list[Spec], split: bool = True) -> Callable[[], list[list[Expansion]]]:
         """`expand_many` in two halves: the clingo calls for the classes not known yet
         start now, and the function returned waits for them and gives the expansions.
         The search reads one batch's answers while the workers ground the next. A class
         already sent in a batch started earlier is not sent again: that batch's answers
-        are read first (the functions are called in the order they were made)."""
+        are read first (the functions are called in the order they were made).
+        `split`: a big batch is cut into a call per worker; a caller that keeps a batch
+        per worker out itself sends each whole (each call has a fixed cost)."""
         todo: dict[Spec, None] = {}
         for s in specs:
             c = s.without_limits
@@ -352,7 +354,7 @@ class Engine:
         results = None
         if todo:
             classes = list(todo)
-            n = clingo_run.jobs() if len(classes) >= 2 * SPLIT_MIN else 1
+            n = clingo_run.jobs() if split and len(classes) >= 2 * SPLIT_MIN else 1
             parts = [classes[i::n] for i in range(n)]
             chunks = []
             for part in parts:
