@@ -326,6 +326,41 @@ def test_a_batch_started_while_another_is_out_waits_for_it_and_an_abandoned_one_
     check_runs(imp)
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_search_keeps_a_whole_batch_per_worker_out(monkeypatch, jobs):
+    """With several clingo workers the search keeps one batch per worker out, each sent
+    whole as one call (each call has a fixed cost), besides the one it is reading; with
+    one worker, one batch besides it. Same program either way."""
+    monkeypatch.setenv("MORELLO_ASP_JOBS", str(jobs))
+    spec = parse_spec("Matmul(8x8x8, f32)")
+    engine = Engine("avx2")
+    outstanding, most, splits = [0], [0], set()
+    start = engine.start_expand
+
+    def counted(specs, split=True):
+        before = len(engine._inflight)
+        finish = start(specs, split)
+        if len(engine._inflight) > before:  # sent classes to clingo
+            splits.add(split)
+        outstanding[0] += 1
+        most[0] = max(most[0], outstanding[0])
+
+        def done():
+            outstanding[0] -= 1
+            return finish()
+
+        return done
+
+    monkeypatch.setattr(engine, "start_expand", counted)
+    search = Search(engine, DictMemo())
+    search.prefetch(spec, batch=40)
+    imp = search.build(spec)
+    assert most[0] == jobs + 1
+    assert splits == {jobs == 1}
+    assert imp.cost == Search(Engine("avx2"), DictMemo()).build(spec).cost
+    check_runs(imp)
+
+
 @pytest.mark.parametrize("search", [True, False])
 def test_the_heap_is_frozen_at_exit_after_a_search(search):
     """The interpreter's collections at exit would rescan all a search kept (7 s of a
