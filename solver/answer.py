@@ -75,7 +75,8 @@ def parse(text: str, n: int) -> list[tuple[dict, dict, dict, dict]]:
 def scan(text: str) -> dict[str, list]:
     """The arguments of each atom read here, as text, per predicate name."""
     rows: dict[str, list] = {k: [] for k in (*_AFTER_ACTION, "bad", "kernel_cost")}
-    for atom in _atoms(text):
+    # An answer without strings (a search's usually has none) splits on white space.
+    for atom in text.split() if '"' not in text else _atoms(text):
         p = atom.find("(")
         if p < 0 or atom[-1] != ")":
             continue
