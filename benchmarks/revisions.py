@@ -120,9 +120,16 @@ def main(argv=None):
     head = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], check=True, capture_output=True, text=True
     ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    this = f"this checkout ({head}{', + uncommitted changes' if dirty else ''})"
     with tempfile.TemporaryDirectory() as tmp:
         base = base_python(args.base, Path(tmp))
-        pythons = {f"base {rev}": base, f"this checkout ({head}, + uncommitted)": Path(sys.executable)}
+        pythons = {f"base {rev}": base, this: Path(sys.executable)}
         got: dict[tuple[str, int], list[dict]] = {}
         for r in range(args.rounds):
             for n in args.sizes:
