@@ -104,6 +104,10 @@ def run(py: Path | str, n: int, memo: str = "table") -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1]) | {"process": process}
 
 
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--base", required=True, help="the git revision to compare with, e.g. HEAD~3")
@@ -114,18 +118,9 @@ def main(argv=None):
     )
     ap.add_argument("--plot", help="write a chart of the median wall time per size")
     args = ap.parse_args(argv)
-    rev = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", args.base], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    head = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    dirty = subprocess.run(
-        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+    rev = _git("rev-parse", "--short", args.base)
+    head = _git("rev-parse", "--short", "HEAD")
+    dirty = _git("status", "--porcelain", "--untracked-files=no")
     this = f"this checkout ({head}{', + uncommitted changes' if dirty else ''})"
     with tempfile.TemporaryDirectory() as tmp:
         base = base_python(args.base, Path(tmp))
