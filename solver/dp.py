@@ -300,8 +300,7 @@ class Search:
         try:
             while heap or out:
                 interrupt.check()
-                if not out:
-                    out.append(start())
+                top_up()
                 chunk, new, expansions = out.popleft()
                 top_up()
                 ready: list[Spec] = []
