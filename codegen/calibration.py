@@ -194,8 +194,11 @@ class CostTerms:
         self._registers = base.register_levels
         # A directory of our own is removed when this object goes (it held 12 KB per
         # calibration, left in /tmp for ever before).
-        self._tmp = None if workdir else tempfile.TemporaryDirectory(prefix="morello-cal-")
-        d = Path(workdir or self._tmp.name)  # type: ignore[union-attr]
+        self._tmp = None
+        if not workdir:
+            self._tmp = tempfile.TemporaryDirectory(prefix="morello-cal-")
+            workdir = Path(self._tmp.name)
+        d = Path(workdir)
         d.mkdir(parents=True, exist_ok=True)
         probe = write_target(
             d / "avx2_units.lp",
