@@ -3,8 +3,11 @@ in one process: each is checked against numpy, then every program and numpy run 
 round, interleaved; "paired" is the median of the per-round ratios.
 
     python benchmarks/programs.py a.json b.json [--rounds 9]
+    python benchmarks/programs.py a.json --prefetch-ab
 
-Used to compare the programs that two rule sets give for the same spec.
+Used to compare the programs that two rule sets give for the same spec. With
+--prefetch-ab each program is also compiled without software prefetch
+(MORELLO_ASP_PREFETCH=off, codegen/prefetch.py) and timed in the same rounds.
 """
 
 from __future__ import annotations
@@ -31,12 +34,22 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("programs", nargs="+", help="program JSON files of one Matmul spec")
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--prefetch-ab", action="store_true", help="also time each program's C without prefetch")
     args = ap.parse_args(argv)
     impls = [load(p) for p in args.programs]
     specs = {str(i.spec.without_limits) for i in impls}
     if len(specs) != 1 or impls[0].spec.kind != "Matmul":
         raise InputError(f"programs.py: the programs must be of one Matmul spec, not {sorted(specs)}")
+    labels = list(args.programs)
     fns = compile_checked(impls)
+    if args.prefetch_ab:
+        os.environ["MORELLO_ASP_PREFETCH"] = "off"
+        try:
+            fns += compile_checked(impls)
+        finally:
+            del os.environ["MORELLO_ASP_PREFETCH"]
+        labels += [f"{p} (no prefetch)" for p in args.programs]
+        impls = impls + impls
     b, m, k, n = impls[0].spec.shape
     rng = np.random.default_rng(0)
     x = rng.random((b, m, k), dtype=np.float32)
@@ -50,7 +63,7 @@ def main(argv=None) -> int:
     print(f"{specs.pop()}, {args.rounds} interleaved rounds, numpy single-threaded")
     print("| program | cost | median us | numpy / ours (paired) |")
     print("|---|---|---|---|")
-    for p, imp, t in zip(args.programs, impls, ours):
+    for p, imp, t in zip(labels, impls, ours):
         paired = statistics.median(a / o for a, o in zip(theirs, t))
         print(f"| {p} | {imp.cost.main:,} | {statistics.median(t) * 1e6:.1f} | {paired:.2f} |")
     print(f"| numpy | | {statistics.median(theirs) * 1e6:.1f} | |")

@@ -25,6 +25,7 @@ from morello_asp.rewrites import for_node
 from morello_asp.spec import Spec, TensorSpec
 from morello_asp.target import Target
 
+from . import prefetch
 from .ctarget import CTarget, get_ctarget
 from .errors import CodegenError
 from .simplify import VarRange, simplify
@@ -88,6 +89,8 @@ class Emitter:
         self.headers: list[str] = []  # tgt_c_kernel_header/2 of the kernels emitted
         self.helpers: list[str] = []  # tgt_c_kernel_helper/2 of the kernels emitted
         self.uses_omp = False
+        self.prefetch = prefetch.enabled()  # MORELLO_ASP_PREFETCH, read (and checked) once per function
+        self.prefetches: list = []  # cache moves' next tiles, for the first loop inside them (prefetch.py)
 
     # ---------------------------------------------------------------- helpers
     def out(self, text: str = ""):
@@ -229,7 +232,7 @@ class Emitter:
         for i, v in enumerate(views):
             if v.buf.in_registers or not v.ts.is_contiguous() or prod(v.shape) == 1:
                 continue
-            off = self._offsets(v)
+            off = self.value_offsets(v)
             if off.max() - off.min() + 1 != off.size:
                 raise CodegenError(
                     f"kernel {node.kernel} on {node.spec.short()}: operand {param_names(node.spec)[i]} is contiguous "
@@ -246,7 +249,7 @@ class Emitter:
             p = v.ts.stride
             if p is None or v.buf.in_registers or v.ts.is_contiguous() or prod(v.shape) == 1:
                 continue
-            off = np.unique(self._offsets(v))
+            off = np.unique(self.value_offsets(v))
             gaps = np.nonzero(np.diff(off) != 1)[0]
             if not len(gaps):
                 continue
@@ -259,7 +262,7 @@ class Emitter:
                     "(a rule gave it the wrong stride)"
                 )
 
-    def _offsets(self, v: View) -> np.ndarray:
+    def value_offsets(self, v: View) -> np.ndarray:
         """The buffer offsets of every value of view `v` at the loops' first iteration."""
         names = [f"x{d}" for d in range(len(v.shape))]
         grid = np.indices(v.shape).reshape(len(v.shape), -1)

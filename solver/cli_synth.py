@@ -243,7 +243,10 @@ def register(sub):
         help="with --emit c: a whole C program with main() (reads inputs from files, writes the output, times it)",
     )
     p.add_argument(
-        "--out", type=output_file(), metavar="FILE", help="save the program as JSON (for run, bench, verify)"
+        "--out",
+        type=output_file(),
+        metavar="FILE",
+        help="also save the program as JSON (for run, bench, verify), whatever --emit prints",
     )
     p.add_argument("--run", action="store_true", help="compile, run on random inputs, check against numpy")
     p.add_argument("--bench", action="store_true", help="also time it beside numpy")
@@ -279,7 +282,12 @@ def register(sub):
         action="store_true",
         help="with --emit c: a whole C program with main() (reads inputs from files, writes the output, times it)",
     )
-    p.add_argument("--out", type=output_file(), metavar="FILE")
+    p.add_argument(
+        "--out",
+        type=output_file(),
+        metavar="FILE",
+        help="also save the program as JSON (for run, bench, verify), whatever --emit prints",
+    )
     p.set_defaults(func=_query)
 
     p = sub.add_parser("explain", help="every applicable rewrite of a spec, its sub-specs and optimal cost")

@@ -371,6 +371,7 @@ ENV = [
     ({"MORELLO_ASP_GROUND_TIMEOUT": "soon"}, ["synth", TINY, "-q"], "MORELLO_ASP_GROUND_TIMEOUT"),
     ({"MORELLO_ASP_GROUND_TIMEOUT": "nan"}, ["synth", TINY, "-q"], "MORELLO_ASP_GROUND_TIMEOUT"),
     ({"MORELLO_ASP_CACHE": "FILE"}, ["run", TINY], "is a file"),
+    ({"MORELLO_ASP_PREFETCH": "maybe"}, ["synth", TINY, "-q", "--no-db", "--emit", "c"], "MORELLO_ASP_PREFETCH"),
 ]
 
 

@@ -127,7 +127,8 @@ class Move(Rewrite):
 
     def emit_c(self, node, views, em):
         """A copy: a new buffer in its own scope, loaded before and stored after the body.
-        A cache move with unchanged layout emits nothing: the hardware does it."""
+        A cache move with unchanged layout copies nothing (the hardware does it); where
+        the target says how, it prefetches the next iteration's tile (codegen/prefetch.py)."""
         from dataclasses import replace
 
         from morello_asp.codegen.emit import View
@@ -137,9 +138,17 @@ class Move(Rewrite):
         old = views[i]
         body_ts = node.body.spec.operands[i]
         if node.load is None and node.store is None:
+            from morello_asp.codegen import prefetch
+
             inner = list(views)
             inner[i] = replace(old, ts=body_ts)
+            p = prefetch.plan(em, old, node.new.level)
+            if p is not None:
+                em.prefetches.append(p)
             em.emit(node.body, inner)
+            if p is not None and any(q is p for q in em.prefetches):  # no loop inside took it up
+                em.prefetches = [q for q in em.prefetches if q is not p]
+                prefetch.flush(em, [p])
             return
         root = old.buf.root or old.buf.name
         buf, heap = em.open_buffer(root, old.shape, node.new, root, old.buf.name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 from functools import cache
+from math import prod
 from typing import TYPE_CHECKING, Any
 
 from morello_asp.errors import ScheduleError
@@ -381,8 +382,14 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
             out.append(replace(v, origin=tuple(origin), shape=sub.operand_shapes[i], ts=sub.operands[i]))
         return out
 
+    from morello_asp.codegen import prefetch
+
+    # The first loop inside a cache move spreads the prefetches of its next tile.
+    take, em.prefetches = (em.prefetches, []) if looped else ([], em.prefetches)
     if unroll:
-        for it in itertools.product(*(range(node.steps[d]) for d in looped)):
+        trips = prod(node.steps[d] for d in looped)
+        for t, it in enumerate(itertools.product(*(range(node.steps[d]) for d in looped))):
+            prefetch.spread(em, take, t, trips)
             shift: dict[int, Expr] = {d: Const(i * node.tile_shape[d]) for d, i in zip(looped, it)}
             em.emit(node.body, body_views(shift, node.body.spec))
     elif looped:
@@ -405,6 +412,14 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
                 em.depth += 1
                 opened.append(v)
                 shifts[d] = shifts[d] + Var(v)
+        if take:
+            trip, trips = "", 1
+            for v in reversed(opened):  # the trip number: innermost counter fastest
+                r = em.env[v]
+                n = (r.hi - r.lo) // r.step + 1
+                trip = f"{v} / {r.step}" if trips == 1 else f"({v} / {r.step}) * {trips} + {trip}"
+                trips *= n
+            prefetch.spread(em, take, trip, trips)
         em.emit(node.body, body_views(shifts, node.body.spec))
         for v in reversed(opened):
             em.depth -= 1

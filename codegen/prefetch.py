@@ -1,0 +1,132 @@
+"""Software prefetch for cache moves.
+
+A cache move (an alloc into a cache level that keeps the layout) copies nothing: the
+hardware brings the tile in when the kernels first touch it. Inside a loop that is late
+by a memory latency per tile, and the hardware prefetchers do not see it coming: the
+rows of a tile are short runs far apart (6 rows of 128 floats, 4 or 8 KB apart, in the
+6 x 16 matmul block). A target that says how to prefetch into a level
+(`tgt_c_prefetch/2`) gets the lines of the *next* iteration's tile prefetched, spread
+over the trips of the first loop inside the move, so they arrive while this tile is
+computed and never in a burst that fills the miss queue.
+
+The program and its cost are unchanged: this is how a cache move is lowered to C.
+MORELLO_ASP_PREFETCH=off emits none (to compare: benchmarks/programs.py --prefetch-ab).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from morello_asp.errors import InputError
+from morello_asp.expr import Var
+
+if TYPE_CHECKING:
+    from .emit import Emitter, View
+
+
+@dataclass(eq=False)
+class Pending:
+    """The next tile of one cache move, waiting for the first loop inside the move."""
+
+    name: str  # the buffer's, for readable C
+    guard: str  # C condition: the enclosing loop has a next iteration
+    base: str  # C pointer to the next tile's first value
+    lines: list[int]  # per cache line of the tile, a value offset into it from `base`
+    code: str  # the target's prefetch of one line, with {ptr}
+    at: int  # where in the emitted lines to put them if no loop comes
+
+
+def plan(em: Emitter, v: View, level: str) -> Pending | None:
+    """The next iteration's tile of view `v`, moved into cache level `level`, or None if
+    the target has no prefetch for the level or the innermost loop does not move `v`."""
+    code = em.ct.prefetch.get(level.upper())
+    if code is None or not em.prefetch or v.buf.in_registers or not em.env:
+        return None
+    var = next(reversed(em.env))  # the innermost open loop
+    r = em.env[var]
+    if r.hi <= r.lo or not any(var in o.vars() for o in v.origin):
+        return None
+    here = _offsets(em, v, {})
+    there = _offsets(em, v, {var: r.lo + r.step})
+    shift = there - here
+    if not (shift == shift[0]).all():  # a layout whose offsets are not affine in the loop
+        return None
+    rel = here - here[0]
+    if rel.max() - rel.min() + 1 == rel.size:
+        return None  # one run: the next tile follows on, which the hardware prefetchers see
+    nbytes, line = v.buf.ts.dtype.nbytes, em.ct.target.line_bytes
+    keys = (rel * nbytes) // line
+    firsts: dict[int, tuple[int, int]] = {}  # line -> (position along the last dimension, offset)
+    last = np.indices(v.shape).reshape(len(v.shape), -1)[-1]
+    for k, o, j in sorted(zip(keys.tolist(), rel.tolist(), last.tolist())):
+        firsts.setdefault(k, (j, o))
+    # Register blocks walk a tile's rows together along its last dimension: the first
+    # lines of every row are needed first.
+    lines = [o for _, o in sorted(firsts.values())]
+    nxt = replace(v, origin=tuple(o.subs({var: Var(var) + r.step}) for o in v.origin))
+    base = em.pointer(nxt, (0,) * len(v.shape))
+    return Pending(v.buf.name, f"{var} < {r.hi}", base, lines, code, len(em.lines))
+
+
+def enabled() -> bool:
+    """MORELLO_ASP_PREFETCH: on (the default) or off."""
+    switch = os.environ.get("MORELLO_ASP_PREFETCH", "").strip().lower()
+    if switch not in ("", "on", "off"):
+        raise InputError(f"MORELLO_ASP_PREFETCH={os.environ['MORELLO_ASP_PREFETCH']!r}: expected on or off")
+    return switch != "off"
+
+
+def _offsets(em: Emitter, v: View, at: dict[str, int]) -> np.ndarray:
+    """Buffer offsets of every value of `v`, the loops at their first iteration but for
+    the values in `at`."""
+    saved = {k: em.env[k] for k in at}
+    try:
+        for k, val in at.items():
+            em.env[k] = replace(em.env[k], lo=val)
+        return em.value_offsets(v)
+    finally:
+        em.env.update(saved)
+
+
+def spread(em: Emitter, pending: list[Pending], trip: str | int, trips: int) -> None:
+    """Emit, at the top of a loop body whose trip number is `trip` (0 .. trips - 1: a C
+    expression, or a number in a loop written out unrolled), each pending tile's share
+    of prefetches for that trip: an equal share each, or with fewer lines than trips,
+    one line in each of the first trips."""
+    for p in pending:
+        n = len(p.lines)
+        per = -(-n // trips)
+        table = p.lines + [p.lines[-1]] * (per * trips - n)  # the last share padded
+        if isinstance(trip, int):
+            share = sorted(set(table[trip * per : (trip + 1) * per]), key=table.index)
+            if share:
+                em.out(f"if ({p.guard}) {{")
+                for o in share:
+                    em.out("    " + p.code.replace("{ptr}", f"{p.base} + {o}"))
+                em.out("}")
+            continue
+        name = em.fresh(f"pf_{p.name}")
+        guard = p.guard if n >= trips else f"{p.guard} && {trip} < {n}"
+        em.out(f"if ({guard}) {{")
+        em.depth += 1
+        em.out(f"static const int {name}[{len(table)}] = {{{', '.join(map(str, table))}}};")
+        if per == 1:
+            em.out(p.code.replace("{ptr}", f"{p.base} + {name}[{trip}]"))
+        else:
+            i = em.fresh_index("p")
+            em.out(f"for (int {i} = 0; {i} < {per}; {i}++)")
+            em.out("    " + p.code.replace("{ptr}", f"{p.base} + {name}[{trip} * {per} + {i}]"))
+        em.depth -= 1
+        em.out("}")
+
+
+def flush(em: Emitter, pending: list[Pending]) -> None:
+    """Tiles no loop took up: all their prefetches where the move was."""
+    for p in reversed(pending):
+        text = [f"if ({p.guard}) {{"] + ["    " + p.code.replace("{ptr}", f"{p.base} + {o}") for o in p.lines] + ["}"]
+        pad = "    " * em.depth
+        em.lines[p.at : p.at] = [pad + t for t in text]

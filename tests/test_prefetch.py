@@ -1,0 +1,78 @@
+"""Software prefetch of cache moves (codegen/prefetch.py): the C of a program prefetches
+the lines of the tile a cache move brings in at the next iteration of its loop, spread
+over the loop inside it; the program still matches numpy, with and without it.
+
+The fixture is the program the default search finds for Matmul(1024x1024x1024, f32)
+(`morello-asp query ... --out`): for each 6-row strip of A it moves a 6 x 128 tile
+into L1 as it is (rows 4 KB apart) and a 6 x 64 tile of the output."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from morello_asp.recipes import fast_matmul
+from morello_asp.serialize import load
+
+FIXTURE = Path(__file__).parent / "fixtures" / "matmul_1024_default.json"
+
+
+def _tables(c: str) -> dict[str, list[int]]:
+    return {
+        m[1]: [int(x) for x in m[2].split(", ")]
+        for m in re.finditer(r"static const int (\w+)\[\d+\] = \{([^}]*)\};", c)
+    }
+
+
+def test_the_next_strip_of_a_is_prefetched_a_share_per_column_block():
+    imp = load(FIXTURE)
+    c = imp.to_c()
+    tables = _tables(c)
+    # A's next 6 x 128 tile: 6 rows 1024 floats apart, 8 lines (16 floats) each, the
+    # first line of every row first.
+    want = [r * 1024 + 16 * j for j in range(8) for r in range(6)]
+    assert tables["pf_lhs"] == want
+    # ... spread over the 4 trips of the 16-column loop inside the strip: 12 lines a trip,
+    # from the strip 6 rows on, and only while there is one.
+    assert "if (m0 < 1014) {" in c
+    assert "_mm_prefetch((const char *)((lhs + k0 + 1024 * m0 + 6144) + pf_lhs[n1 / 16 * 12 + p0]), _MM_HINT_T0);" in c
+    # The output's next 6 x 64 tile likewise: 6 rows of 4 lines.
+    assert tables["pf_out"] == [r * 1024 + 16 * j for j in range(4) for r in range(6)]
+
+
+def test_the_prefetching_program_matches_numpy_and_so_does_the_one_without(monkeypatch):
+    imp = load(FIXTURE)
+    err, tol = imp.compile().check()
+    assert err <= tol
+    monkeypatch.setenv("MORELLO_ASP_PREFETCH", "off")
+    c = imp.to_c()
+    assert "_mm_prefetch" not in c
+    err, tol = imp.compile().check()
+    assert err <= tol
+
+
+def test_a_tile_that_is_one_run_is_left_to_the_hardware():
+    """The hand 6 x 16 recipe moves single values of A and 1 x 16 rows of packed B into
+    L1 inside its k loop: each is one run of memory that the next one follows, so no
+    prefetch is emitted there (it would cost a load slot in the hottest loop). Its 6 x 16
+    output tile, 6 rows apart, is prefetched once per strip, before the k loop."""
+    imp = fast_matmul(48, 64, 64)
+    c = imp.to_c()
+    k_loop = c[c.index("for (int k0 = 0; k0 < 64; k0++)") :]
+    k_loop = k_loop[: k_loop.index("_mm256_store_ps")]
+    assert "_mm_prefetch" not in k_loop
+    before = c[: c.index("for (int k0 = 0; k0 < 64; k0++)")]
+    lines = re.findall(r"_mm_prefetch\(\(const char \*\)\(\(out \+ n0 \+ 64 \* m0 \+ 384\) \+ (\d+)\)", before)
+    assert sorted(int(x) for x in lines) == [64 * r for r in range(6)]
+    err, tol = imp.compile().check()
+    assert err <= tol
+
+
+def test_a_bad_switch_is_refused(monkeypatch):
+    from morello_asp.errors import InputError
+
+    monkeypatch.setenv("MORELLO_ASP_PREFETCH", "sometimes")
+    with pytest.raises(InputError, match="MORELLO_ASP_PREFETCH"):
+        fast_matmul(12, 16, 16).to_c()
