@@ -91,6 +91,7 @@ class Emitter:
         self.uses_omp = False
         self.prefetch = prefetch.enabled()  # MORELLO_ASP_PREFETCH, read (and checked) once per function
         self.prefetches: list = []  # cache moves' next tiles, for the first loop inside them (prefetch.py)
+        self.parallel_vars: set[str] = set()  # counters of OpenMP loops (their next trip is another thread's)
 
     # ---------------------------------------------------------------- helpers
     def out(self, text: str = ""):

@@ -42,13 +42,14 @@ class Pending:
 
 def plan(em: Emitter, v: View, level: str) -> Pending | None:
     """The next iteration's tile of view `v`, moved into cache level `level`, or None if
-    the target has no prefetch for the level or the innermost loop does not move `v`."""
+    the target has no prefetch for the level, or the innermost loop does not move `v` or
+    is parallel (its next trip runs on another core)."""
     code = em.ct.prefetch.get(level.upper())
     if code is None or not em.prefetch or v.buf.in_registers or not em.env:
         return None
     var = next(reversed(em.env))  # the innermost open loop
     r = em.env[var]
-    if r.hi <= r.lo or not any(var in o.vars() for o in v.origin):
+    if r.hi <= r.lo or var in em.parallel_vars or not any(var in o.vars() for o in v.origin):
         return None
     here = _offsets(em, v, {})
     there = _offsets(em, v, {var: r.lo + r.step})

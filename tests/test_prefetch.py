@@ -76,3 +76,25 @@ def test_a_bad_switch_is_refused(monkeypatch):
     monkeypatch.setenv("MORELLO_ASP_PREFETCH", "sometimes")
     with pytest.raises(InputError, match="MORELLO_ASP_PREFETCH"):
         fast_matmul(12, 16, 16).to_c()
+
+
+def test_no_prefetch_for_the_next_trip_of_a_parallel_loop(tmp_path):
+    """The next trip of an OpenMP loop runs on another core: prefetching its tile here
+    would only fill this core's cache. The fixture with its 6-row strip loop made
+    parallel keeps only the boundary strip's prefetch (for the next block of k, which
+    this thread runs), and still matches numpy."""
+    import json
+
+    d = json.loads(FIXTURE.read_text())
+    strips = d["program"]["stmts"][1]["body"]["body"]["body"]
+    assert strips["node"] == "loop" and strips["tile"] == [1, 6, 128, 64]
+    strips["parallel"] = True
+    path = tmp_path / "parallel.json"
+    path.write_text(json.dumps(d))
+    imp = load(path)
+    c = imp.to_c()
+    assert "#pragma omp parallel for" in c
+    assert set(_tables(c)) == {"pf_lhs"}  # the boundary's 4 x 128 tile of A at the next k
+    assert len(_tables(c)["pf_lhs"]) == 32
+    err, tol = imp.compile().check()
+    assert err <= tol

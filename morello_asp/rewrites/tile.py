@@ -409,6 +409,8 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
                 v = em.fresh_index(names[d])
                 em.out(f"for (int {v} = 0; {v} < {extent}; {v}{' += ' + str(step) if step > 1 else '++'}) {{")
                 em.env[v] = VarRange(0, extent - step, step)
+                if node.parallel:
+                    em.parallel_vars.add(v)
                 em.depth += 1
                 opened.append(v)
                 shifts[d] = shifts[d] + Var(v)
@@ -425,6 +427,7 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
             em.depth -= 1
             em.out("}")
             del em.env[v]
+            em.parallel_vars.discard(v)
     else:
         em.emit(node.body, body_views({}, node.body.spec))
     for b, (off, _shp) in zip(node.boundaries, node.regions()):
