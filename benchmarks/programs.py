@@ -1,6 +1,6 @@
-"""Saved programs of one f32 Matmul spec (`synth ... --out F.json`) timed beside numpy
-in one process: each is checked against numpy, then every program and numpy run once per
-round, interleaved; "paired" is the median of the per-round ratios.
+"""Saved programs of one f32 Matmul spec and target (`synth ... --out F.json`) timed
+beside numpy in one process: each is checked against numpy, then every program and numpy
+run once per round, interleaved; "paired" is the median of the per-round ratios.
 
     python benchmarks/programs.py a.json b.json [--rounds 9]
     python benchmarks/programs.py a.json --prefetch-ab
@@ -40,12 +40,16 @@ def main(argv=None) -> int:
     specs = {str(i.spec.without_limits) for i in impls}
     if len(specs) != 1 or impls[0].spec.kind != "Matmul":
         raise InputError(f"programs.py: the programs must be of one Matmul spec, not {sorted(specs)}")
+    targets = {i.spec.target.name for i in impls}
+    if len(targets) != 1:
+        raise InputError(f"programs.py: the programs must be for one target, not {sorted(targets)}")
     labels = list(args.programs)
-    fns = compile_checked(impls)
+    target = impls[0].spec.target  # the programs' own target (avx2, avx512, a .lp file)
+    fns = compile_checked(impls, target)
     if args.prefetch_ab:
         os.environ["MORELLO_ASP_PREFETCH"] = "off"
         try:
-            fns += compile_checked(impls)
+            fns += compile_checked(impls, target)
         finally:
             del os.environ["MORELLO_ASP_PREFETCH"]
         labels += [f"{p} (no prefetch)" for p in args.programs]

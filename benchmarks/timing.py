@@ -9,14 +9,15 @@ import sys
 
 from morello_asp.codegen.api import compile_many
 from morello_asp.ir import Impl
+from morello_asp.target import Target
 
 
-def compile_checked(impls: list[Impl], target: str = "avx2", chunk: int = 40, label: str = "") -> list:
-    """Programs compiled for `target` (a name or .lp path: its C, flags included); every
-    one is run on random inputs and compared with numpy."""
+def compile_checked(impls: list[Impl], target: str | Target = "avx2", chunk: int = 40, label: str = "") -> list:
+    """Programs compiled for `target` (a Target, a name or a .lp path: its C, flags
+    included); every one is run on random inputs and compared with numpy."""
     fns = []
     for i in range(0, len(impls), chunk):
-        fns += compile_many(impls[i : i + chunk], str(target))
+        fns += compile_many(impls[i : i + chunk], target if isinstance(target, Target) else str(target))
         status(f"{label}compiled {len(fns)}/{len(impls)}")
     for j, f in enumerate(fns):
         err, tol = f.check()
