@@ -45,7 +45,7 @@ def plan(em: Emitter, v: View, level: str) -> Pending | None:
     the target has no prefetch for the level, or the innermost loop does not move `v` or
     is parallel (its next trip runs on another core)."""
     code = em.ct.prefetch.get(level.upper())
-    if code is None or not em.prefetch or v.buf.in_registers or not em.env:
+    if code is None or not em.prefetch_on or v.buf.in_registers or not em.env:
         return None
     var = next(reversed(em.env))  # the innermost open loop
     r = em.env[var]
