@@ -40,7 +40,10 @@ environment:
   MORELLO_ASP_JOBS=N              clingo worker processes (default: one per core, up to 8)
   MORELLO_ASP_GROUND_TIMEOUT=S    time limit of one clingo call in seconds (default 60,
                                   plus 0.1% per spec of a batch)
-  MORELLO_ASP_CACHE=DIR           compiled modules (default ~/.cache/morello-asp)
+  MORELLO_ASP_CACHE=DIR           compiled modules and default memo tables (default
+                                  ~/.cache/morello-asp)
+  MORELLO_ASP_DB=off              no default memo table: keep nothing without --db
+  MORELLO_ASP_PREFETCH=off        no software prefetch in the emitted C (default on)
 """
 
 EXIT_OK, EXIT_REFUTED, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 3, 130, 141
