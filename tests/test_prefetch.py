@@ -98,3 +98,13 @@ def test_no_prefetch_for_the_next_trip_of_a_parallel_loop(tmp_path):
     assert len(_tables(c)["pf_lhs"]) == 32
     err, tol = imp.compile().check()
     assert err <= tol
+
+
+def test_the_standalone_program_prefetches_too_and_builds():
+    """`--emit c --standalone` writes the same function: its prefetch tables (static
+    arrays inside loops) must be C99 the target's compiler accepts."""
+    from morello_asp.codegen.standalone import build_executable
+
+    imp = load(FIXTURE)
+    assert "pf_lhs" in imp.to_c(standalone=True)
+    assert build_executable(imp).exists()
