@@ -67,7 +67,7 @@ def _emit(imp, args):
         print(imp.cost)
     if args.out:
         save(imp, args.out, args.rules or ())
-        print(f"saved program to {args.out}", file=sys.stderr)
+        print(f"saved program (JSON) to {args.out}", file=sys.stderr)
 
 
 def _run_and_bench(imp, args):
