@@ -38,7 +38,7 @@ class CTarget:
     kernel_headers: dict = field(default_factory=dict)  # tgt_c_kernel_header/2: kernel -> headers it needs
     helpers: dict = field(default_factory=dict)  # tgt_c_helper/2: name -> C code (functions kernels call)
     kernel_helpers: dict = field(default_factory=dict)  # tgt_c_kernel_helper/2: kernel -> helper names
-    prefetch: dict = field(default_factory=dict)  # tgt_c_prefetch/2: level -> C of one line's prefetch
+    prefetch: dict = field(default_factory=dict)  # tgt_c_prefetch/3: level -> (min loop bytes, one line's C)
 
     @property
     def native(self) -> bool:
@@ -174,7 +174,7 @@ def _ctarget(key: tuple[str, ...], rules: tuple[str, ...]) -> CTarget:
         kernel_headers=_by_kernel(rows.get("tgt_c_kernel_header", [])),
         helpers={str(n): str(c) for n, c in rows.get("tgt_c_helper", [])},
         kernel_helpers=_by_kernel(rows.get("tgt_c_kernel_helper", [])),
-        prefetch={str(lv).upper(): str(c) for lv, c in rows.get("tgt_c_prefetch", [])},
+        prefetch={str(lv).upper(): (int(b), str(c)) for lv, b, c in rows.get("tgt_c_prefetch", [])},
     )
 
 

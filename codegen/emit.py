@@ -92,6 +92,7 @@ class Emitter:
         self.prefetch_on = prefetch.enabled()  # MORELLO_ASP_PREFETCH, read (and checked) once per function
         self.prefetches: list = []  # cache moves' next tiles, for the first loop inside them (prefetch.py)
         self.parallel_vars: set[str] = set()  # counters of OpenMP loops (their next trip is another thread's)
+        self.loop_bytes: dict[str, int] = {}  # loop counter -> bytes of the operands its loop spans
 
     # ---------------------------------------------------------------- helpers
     def out(self, text: str = ""):

@@ -5,9 +5,11 @@ hardware brings the tile in when the kernels first touch it. Inside a loop that 
 by a memory latency per tile, and the hardware prefetchers do not see it coming: the
 rows of a tile are short runs far apart (6 rows of 128 floats, 4 or 8 KB apart, in the
 6 x 16 matmul block). A target that says how to prefetch into a level
-(`tgt_c_prefetch/2`) gets the lines of the *next* iteration's tile prefetched, spread
+(`tgt_c_prefetch/3`) gets the lines of the *next* iteration's tile prefetched, spread
 over the trips of the first loop inside the move, so they arrive while this tile is
-computed and never in a burst that fills the miss queue.
+computed and never in a burst that fills the miss queue. Only in a loop whose operands
+span the target's MinBytes or more (its L2): a smaller loop's tiles stay in the L2,
+whose latency the core hides, and there the prefetches only cost instructions.
 
 The program and its cost are unchanged: this is how a cache move is lowered to C.
 MORELLO_ASP_PREFETCH=off emits none (to compare: benchmarks/programs.py --prefetch-ab).
@@ -42,14 +44,18 @@ class Pending:
 
 def plan(em: Emitter, v: View, level: str) -> Pending | None:
     """The next iteration's tile of view `v`, moved into cache level `level`, or None if
-    the target has no prefetch for the level, or the innermost loop does not move `v` or
-    is parallel (its next trip runs on another core)."""
-    code = em.ct.prefetch.get(level.upper())
-    if code is None or not em.prefetch_on or v.buf.in_registers or not em.env:
+    the target has no prefetch for the level, or the innermost loop does not move `v`,
+    spans less than the target's MinBytes, or is parallel (its next trip runs on another
+    core)."""
+    fact = em.ct.prefetch.get(level.upper())
+    if fact is None or not em.prefetch_on or v.buf.in_registers or not em.env:
         return None
+    min_bytes, code = fact
     var = next(reversed(em.env))  # the innermost open loop
     r = em.env[var]
     if r.hi <= r.lo or var in em.parallel_vars or not any(var in o.vars() for o in v.origin):
+        return None
+    if em.loop_bytes.get(var, 0) < min_bytes:
         return None
     here = _offsets(em, v, {})
     there = _offsets(em, v, {var: r.lo + r.step})

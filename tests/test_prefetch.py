@@ -53,11 +53,33 @@ def test_the_prefetching_program_matches_numpy_and_so_does_the_one_without(monke
     assert err <= tol
 
 
-def test_a_tile_that_is_one_run_is_left_to_the_hardware():
-    """The hand 6 x 16 recipe moves single values of A and 1 x 16 rows of packed B into
-    L1 inside its k loop: each is one run of memory that the next one follows, so no
-    prefetch is emitted there (it would cost a load slot in the hottest loop). Its 6 x 16
-    output tile, 6 rows apart, is prefetched once per strip, before the k loop."""
+def test_a_loop_over_less_than_the_l2_gets_no_prefetch():
+    """avx2 prefetches only in loops whose operands span 512 KiB or more
+    (`tgt_c_prefetch/3`): a smaller loop's tiles stay in the L2. The hand 6 x 16 recipe
+    at 48 x 64 x 64 has none, nor has the fixture's loop that packs a 128 x 64 panel of B."""
+    assert "_mm_prefetch" not in fast_matmul(48, 64, 64).to_c()
+    c = load(FIXTURE).to_c()
+    pack = c[c.index("for (int d1_0 = 0;") : c.index("for (int m0 = 0;")]
+    assert "_mm_prefetch" not in pack
+
+
+def test_a_tile_that_is_one_run_is_left_to_the_hardware(monkeypatch):
+    """With the target's threshold at 0 bytes, the hand recipe's k loop still gets no
+    prefetch: it moves single values of A and 1 x 16 rows of packed B into L1, each one
+    run of memory that the next one follows (a prefetch would cost a load slot in the
+    hottest loop). Its 6 x 16 output tile, rows apart, is prefetched once per strip,
+    before the k loop."""
+    from dataclasses import replace
+
+    from morello_asp.codegen import emit
+
+    real = emit.get_ctarget
+
+    def no_threshold(*a, **k):
+        ct = real(*a, **k)
+        return replace(ct, prefetch={lv: (0, code) for lv, (_, code) in ct.prefetch.items()})
+
+    monkeypatch.setattr(emit, "get_ctarget", no_threshold)
     imp = fast_matmul(48, 64, 64)
     c = imp.to_c()
     k_loop = c[c.index("for (int k0 = 0; k0 < 64; k0++)") :]

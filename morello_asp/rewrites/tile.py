@@ -398,6 +398,7 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
             em.out("#pragma omp parallel for" + (f" collapse({len(looped)})" if len(looped) > 1 else ""))
         opened: list[str] = []
         shifts: dict[int, Expr] = {}
+        span = sum(prod(s) * t.dtype.nbytes for s, t in zip(spec.operand_shapes, spec.operands))  # for prefetch
         for d in looped:
             t, n = node.tile_shape[d], node.steps[d] * node.tile_shape[d]
             p = None if node.parallel else _pack_split(d, t, n, views, access)
@@ -409,6 +410,7 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
                 v = em.fresh_index(names[d])
                 em.out(f"for (int {v} = 0; {v} < {extent}; {v}{' += ' + str(step) if step > 1 else '++'}) {{")
                 em.env[v] = VarRange(0, extent - step, step)
+                em.loop_bytes[v] = span
                 if node.parallel:
                     em.parallel_vars.add(v)
                 em.depth += 1
@@ -427,6 +429,7 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
             em.depth -= 1
             em.out("}")
             del em.env[v]
+            em.loop_bytes.pop(v, None)
             em.parallel_vars.discard(v)
     else:
         em.emit(node.body, body_views({}, node.body.spec))
