@@ -264,12 +264,14 @@ class Emitter:
                     "(a rule gave it the wrong stride)"
                 )
 
-    def value_offsets(self, v: View) -> np.ndarray:
-        """The buffer offsets of every value of view `v` at the loops' first iteration."""
+    def value_offsets(self, v: View, at: dict[str, int] | None = None) -> np.ndarray:
+        """The buffer offsets of every value of view `v` at the loops' first iteration,
+        but for the loop counters given values in `at`."""
         names = [f"x{d}" for d in range(len(v.shape))]
         grid = np.indices(v.shape).reshape(len(v.shape), -1)
         env: dict[str, Any] = {n: g for n, g in zip(names, grid)}
         env.update({n: r.lo for n, r in self.env.items()})
+        env.update(at or {})
         pos = v.position([Var(n) for n in names])
         return np.asarray(v.buf.ts.layout.buffer_expr(v.buf.shape, pos).eval(env)).reshape(-1)
 

@@ -57,8 +57,8 @@ def plan(em: Emitter, v: View, level: str) -> Pending | None:
         return None
     if em.loop_bytes.get(var, 0) < min_bytes:
         return None
-    here = _offsets(em, v, {})
-    there = _offsets(em, v, {var: r.lo + r.step})
+    here = em.value_offsets(v)
+    there = em.value_offsets(v, {var: r.lo + r.step})
     shift = there - here
     if not (shift == shift[0]).all():  # a layout whose offsets are not affine in the loop
         return None
@@ -85,18 +85,6 @@ def enabled() -> bool:
     if switch not in ("", "on", "off"):
         raise InputError(f"MORELLO_ASP_PREFETCH={os.environ['MORELLO_ASP_PREFETCH']!r}: expected on or off")
     return switch != "off"
-
-
-def _offsets(em: Emitter, v: View, at: dict[str, int]) -> np.ndarray:
-    """Buffer offsets of every value of `v`, the loops at their first iteration but for
-    the values in `at`."""
-    saved = {k: em.env[k] for k in at}
-    try:
-        for k, val in at.items():
-            em.env[k] = replace(em.env[k], lo=val)
-        return em.value_offsets(v)
-    finally:
-        em.env.update(saved)
 
 
 def spread(em: Emitter, pending: list[Pending], trip: str | int, trips: int) -> None:
