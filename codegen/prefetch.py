@@ -87,6 +87,17 @@ def enabled() -> bool:
     return switch != "off"
 
 
+def trip_number(em: Emitter, counters: list[str]) -> tuple[str, int]:
+    """The C expression of the trip number of a loop nest over `counters` (outermost
+    first; the innermost counts fastest) and its number of trips."""
+    trip, trips = "", 1
+    for v in reversed(counters):
+        r = em.env[v]
+        trip = f"{v} / {r.step}" if trips == 1 else f"({v} / {r.step}) * {trips} + {trip}"
+        trips *= (r.hi - r.lo) // r.step + 1
+    return trip, trips
+
+
 def spread(em: Emitter, pending: list[Pending], trip: str | int, trips: int) -> None:
     """Emit, at the top of a loop body whose trip number is `trip` (0 .. trips - 1: a C
     expression, or a number in a loop written out unrolled), each pending tile's share

@@ -146,8 +146,8 @@ class Move(Rewrite):
             if p is not None:
                 em.prefetches.append(p)
             em.emit(node.body, inner)
-            if p is not None and any(q is p for q in em.prefetches):  # no loop inside took it up
-                em.prefetches = [q for q in em.prefetches if q is not p]
+            if p is not None and p in em.prefetches:  # no loop inside took it up (eq is identity)
+                em.prefetches.remove(p)
                 prefetch.flush(em, [p])
             return
         root = old.buf.root or old.buf.name

@@ -417,13 +417,7 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
                 opened.append(v)
                 shifts[d] = shifts[d] + Var(v)
         if take:
-            trip, trips = "", 1
-            for v in reversed(opened):  # the trip number: innermost counter fastest
-                r = em.env[v]
-                n = (r.hi - r.lo) // r.step + 1
-                trip = f"{v} / {r.step}" if trips == 1 else f"({v} / {r.step}) * {trips} + {trip}"
-                trips *= n
-            prefetch.spread(em, take, trip, trips)
+            prefetch.spread(em, take, *prefetch.trip_number(em, opened))
         em.emit(node.body, body_views(shifts, node.body.spec))
         for v in reversed(opened):
             em.depth -= 1
