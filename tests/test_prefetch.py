@@ -40,6 +40,8 @@ def test_the_next_strip_of_a_is_prefetched_a_share_per_column_block():
     assert "_mm_prefetch((const char *)((lhs + k0 + 1024 * m0 + 6144) + pf_lhs[n1 / 16 * 12 + p0]), _MM_HINT_T0);" in c
     # The output's next 6 x 64 tile likewise: 6 rows of 4 lines.
     assert tables["pf_out"] == [r * 1024 + 16 * j for j in range(4) for r in range(6)]
+    err, tol = imp.compile().check()
+    assert err <= tol
 
 
 def test_the_prefetching_program_matches_numpy_and_so_does_the_one_without(monkeypatch):
@@ -57,7 +59,10 @@ def test_a_loop_over_less_than_the_l2_gets_no_prefetch():
     """avx2 prefetches only in loops whose operands span 512 KiB or more
     (`tgt_c_prefetch/3`): a smaller loop's tiles stay in the L2. The hand 6 x 16 recipe
     at 48 x 64 x 64 has none, nor has the fixture's loop that packs a 128 x 64 panel of B."""
-    assert "_mm_prefetch" not in fast_matmul(48, 64, 64).to_c()
+    small = fast_matmul(48, 64, 64)
+    assert "_mm_prefetch" not in small.to_c()
+    err, tol = small.compile().check()
+    assert err <= tol
     c = load(FIXTURE).to_c()
     pack = c[c.index("for (int d1_0 = 0;") : c.index("for (int m0 = 0;")]
     assert "_mm_prefetch" not in pack
