@@ -13,6 +13,10 @@ synthesized and compiled with the target's compiler, and one line says why they 
 run (exit 0). A target whose programs run under an emulator is checked against numpy
 and not timed (no speed claims from an emulator). For AVX-512, leave OPENBLAS_CORETYPE
 unset so numpy uses OpenBLAS's AVX-512 kernels.
+
+Each table also gives both sides as a share of one core's f32 FMA peak with the target's
+vectors, measured in the same run (independent FMA chains, `timing.fma_peak_gflops`):
+near the peak, a ratio to numpy can only move by its distance from it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ os.environ["OPENBLAS_NUM_THREADS"] = "1"  # must precede numpy's import
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
+from timing import fma_peak_gflops  # noqa: E402
 
 from morello_asp.codegen.baseline import time_python  # noqa: E402
 from morello_asp.codegen.ctarget import get_ctarget  # noqa: E402
@@ -145,9 +150,13 @@ def main(argv=None) -> int:
         f"f32 Matmul NxNxN, single thread, target {args.target}; numpy = OpenBLAS with OPENBLAS_CORETYPE={core}"
         f"{' (Haswell: AVX2 kernels)' if core.lower() == 'haswell' else ''}"
     )
-    print(f"{'N':>6} {'morello-asp GFLOP/s':>20} {'numpy GFLOP/s':>14} {'ratio':>7}")
+    peak = fma_peak_gflops(args.target)
+    print(f"one core's f32 FMA peak with {args.target}'s vectors: {peak:.1f} GFLOP/s")
+    head = f"{'N':>6} {'morello-asp GFLOP/s':>20} {'numpy GFLOP/s':>14} {'ratio':>7}"
+    print(head + f" {'% peak':>7} {'numpy %':>8}")
     for s, ours, ref in rows:
-        print(f"{s:>6} {ours:>20.2f} {ref:>14.2f} {ours / ref:>7.2f}")
+        share = f" {100 * ours / peak:>7.0f} {100 * ref / peak:>8.0f}"
+        print(f"{s:>6} {ours:>20.2f} {ref:>14.2f} {ours / ref:>7.2f}{share}")
     if args.plot:
         plot(
             args.plot,
@@ -187,7 +196,7 @@ def suite_main(args, core: str) -> int:
         print(f"{args.target}: {len(imps)} suite programs match numpy; {why}")
         return 0
     rows = ms.run_suite(sizes, db, args.rounds, log=log, rules=tuple(args.rules), target=args.target)
-    ms.print_table(rows, core, args.target)
+    ms.print_table(rows, core, args.target, fma_peak_gflops(args.target))
     if args.recipe_check is not None:
         print("\nsearch space check: the synthesizer's n^3 program vs the hand recipe (examples/fast_matmul.py)")
         print(f"{'n':>5} {'program':>12} {'cost':>12} {'in search space':>16} {'GFLOP/s':>8} {'numpy':>7} {'ratio':>6}")

@@ -196,22 +196,26 @@ def geomean(xs) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
-def print_table(rows: list[Row], core: str, target: str = "avx2") -> None:
+def print_table(rows: list[Row], core: str, target: str = "avx2", peak: float = 0.0) -> None:
+    """The suite's table; with `peak` (one core's FMA peak, GFLOP/s), each side's share of it."""
     print(
         f"f32 matmul, single thread, target {target}; numpy = OpenBLAS, OPENBLAS_CORETYPE={core}; "
         "GFLOP/s = best of interleaved rounds"
     )
+    if peak:
+        print(f"one core's f32 FMA peak with {target}'s vectors (timing.fma_peak_gflops): {peak:.1f} GFLOP/s")
     head = (
         f"{'m x n x k':>15} {'program':>12} {'by hand':>7} {'synth s':>8} {'cost':>13} "
         f"{'GFLOP/s':>8} {'numpy':>8} {'ratio':>6} {'paired':>7}"
     )
-    print(head)
+    print(head + (f" {'% peak':>7} {'numpy %':>8}" if peak else ""))
     for r in rows:
         s = r.size
         dims = f"{s.m}x{s.n}x{s.k}"
         print(
             f"{dims:>15} {r.mode:>12} {r.hand:>7} {r.synth_s:>8.1f} {r.cost:>13,} "
             f"{r.gflops:>8.1f} {r.numpy_gflops:>8.1f} {r.ratio:>6.2f} {r.paired_ratio:>7.2f}"
+            + (f" {100 * r.gflops / peak:>7.0f} {100 * r.numpy_gflops / peak:>8.0f}" if peak else "")
         )
     rect = [r for r in rows if not r.size.square]
     if rect:

@@ -8,6 +8,8 @@ import statistics
 import sys
 
 from morello_asp.codegen.api import compile_many
+from morello_asp.codegen.build import build
+from morello_asp.codegen.ctarget import get_ctarget
 from morello_asp.ir import Impl
 from morello_asp.target import Target
 
@@ -35,6 +37,47 @@ def median_times(fns: list, rounds: int = 5, reps: int = 3, min_time: float = 0.
         status(f"{label}timing round {r + 1}/{rounds}")
     status("", end=True)
     return [statistics.median(t) for t in times]
+
+
+_PEAK_CHAINS = 12  # independent accumulators: more than FMA latency x FMA pipes on x86 cores
+
+
+def fma_peak_gflops(target: str | Target = "avx2", rounds: int = 5, seconds: float = 0.1) -> float:
+    """One core's f32 multiply-add peak in GFLOP/s with the target's widest f32 vectors,
+    best of `rounds`: independent FMA chains and nothing else, compiled with the target's
+    flags. A program's GFLOP/s over this is how near the ceiling it is."""
+    ct = get_ctarget(target)
+    nbytes = max(b for (d, b) in ct.vector_types if d == "f32")
+    accs = [f"a{i}" for i in range(_PEAK_CHAINS)]
+    source = f"""
+#include <time.h>
+typedef float vec __attribute__((vector_size({nbytes})));
+#pragma GCC optimize("fp-contract=fast")
+double fma_chains(long iters)
+{{
+    vec b = {{0}}, c = {{0}};
+    for (int i = 0; i < {nbytes // 4}; i++) {{ b[i] = 1.0000001f; c[i] = 1e-7f; }}
+    vec {", ".join(f"{a} = b * {i}.0f" for i, a in enumerate(accs))};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 0; i < iters; i++) {{
+        {" ".join(f"{a} = {a} * b + c;" for a in accs)}
+        __asm__ __volatile__("" : {", ".join(f'"+x"({a})' for a in accs)});
+    }}
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    vec s = {" + ".join(accs)};
+    volatile float sink = s[0];
+    (void)sink;
+    return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+}}
+"""
+    lib = build(source, "double fma_chains(long iters);", ct.flags, cc=ct.compiler or None).lib
+    flops_per_iter = 2 * _PEAK_CHAINS * nbytes // 4
+    iters = 1000
+    while (t := lib.fma_chains(iters)) < seconds / 4:
+        iters *= 4
+    iters = max(1, int(iters * seconds / t))
+    return max(flops_per_iter * iters / lib.fma_chains(iters) / 1e9 for _ in range(rounds))
 
 
 def status(text: str, end: bool = False) -> None:
