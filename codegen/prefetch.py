@@ -6,8 +6,11 @@ by a memory latency per tile, and the hardware prefetchers do not see it coming:
 rows of a tile are short runs far apart (6 rows of 128 floats, 4 or 8 KB apart, in the
 6 x 16 matmul block). A target that says how to prefetch into a level
 (`tgt_c_prefetch/3`) gets the lines of the *next* iteration's tile prefetched, spread
-over the trips of the first loop inside the move, so they arrive while this tile is
-computed and never in a burst that fills the miss queue. Only in a loop whose operands
+over the trips of the loop nest inside the move (the first loop inside it, the first
+loop inside that, and so on, down to the kernels' own loop), one line a trip, so they
+arrive while this tile is computed and never in a burst that fills the miss queue
+(avx512's 8 x 32 block at 2048^3 waited on 48 lines a trip when they were spread over
+the first loop only). Only in a loop whose operands
 span the target's MinBytes or more (its L2): a smaller loop's tiles stay in the L2,
 whose latency the core hides, and there the prefetches only cost instructions.
 
@@ -40,6 +43,7 @@ class Pending:
     lines: list[int]  # per cache line of the tile, a value offset into it from `base`
     code: str  # the target's prefetch of one line, with {ptr}
     at: int  # where in the emitted lines to put them if no loop comes
+    counters: tuple[str, ...] = ()  # the loops it has been handed down through, outermost first
 
 
 def plan(em: Emitter, v: View, level: str) -> Pending | None:
@@ -93,7 +97,8 @@ def trip_number(em: Emitter, counters: list[str]) -> tuple[str, int]:
     trip, trips = "", 1
     for v in reversed(counters):
         r = em.env[v]
-        trip = f"{v} / {r.step}" if trips == 1 else f"({v} / {r.step}) * {trips} + {trip}"
+        this = v if r.step == 1 else f"{v} / {r.step}"
+        trip = this if trips == 1 else f"({this}) * {trips} + {trip}"
         trips *= (r.hi - r.lo) // r.step + 1
     return trip, trips
 
@@ -106,7 +111,8 @@ def spread(em: Emitter, pending: list[Pending], trip: str | int, trips: int) -> 
     for p in pending:
         n = len(p.lines)
         per = -(-n // trips)
-        table = p.lines + [p.lines[-1]] * (per * trips - n)  # the last share padded
+        # the last share padded; with fewer lines than trips, the trips past them are guarded off
+        table = p.lines + [p.lines[-1]] * (per * trips - n) if n >= trips else p.lines
         if isinstance(trip, int):
             share = sorted(set(table[trip * per : (trip + 1) * per]), key=table.index)
             if share:
@@ -136,3 +142,28 @@ def flush(em: Emitter, pending: list[Pending]) -> None:
         text = [f"if ({p.guard}) {{"] + ["    " + p.code.replace("{ptr}", f"{p.base} + {o}") for o in p.lines] + ["}"]
         pad = "    " * em.depth
         em.lines[p.at : p.at] = [pad + t for t in text]
+
+
+def hand_down(em: Emitter, take: list[Pending], opened: list[str]) -> list[Pending]:
+    """The tiles a loop over `opened` took up, offered to the loops inside its body (the
+    first real loop there takes them and hands them on): put them in `em.prefetches`."""
+    passed = [replace(p, counters=p.counters + tuple(opened)) for p in take]
+    em.prefetches = passed
+    return passed
+
+
+def settle(em: Emitter, passed: list[Pending], at: int) -> None:
+    """After a loop's body: the tiles no loop inside took are spread over this loop's
+    trips, at the top of its body (emitted line `at`)."""
+    left = [p for p in passed if any(p is q for q in em.prefetches)]
+    em.prefetches = []
+    if not left:
+        return
+    lines, em.lines = em.lines, []
+    groups: dict[tuple[str, ...], list[Pending]] = {}
+    for p in left:
+        groups.setdefault(p.counters, []).append(p)
+    for counters, group in groups.items():
+        spread(em, group, *trip_number(em, list(counters)))
+    lines[at:at] = em.lines
+    em.lines = lines

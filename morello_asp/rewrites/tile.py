@@ -384,7 +384,16 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
 
     from morello_asp.codegen import prefetch
 
-    # The first loop inside a cache move spreads the prefetches of its next tile.
+    # The loop nest inside a cache move spreads the prefetches of its next tile: the
+    # first loop inside takes them and hands them on to the first real loop in its body
+    # (prefetch.hand_down / settle). A loop written out unrolled, or an OpenMP loop,
+    # spreads only tiles of a move just outside it, and keeps handed-down ones from its
+    # body (their trip numbers count the loops that handed them down).
+    handed = [p for p in em.prefetches if p.counters]
+    if looped and (unroll or node.parallel) and handed:
+        em.prefetches = [p for p in em.prefetches if not p.counters]
+    else:
+        handed = []
     take, em.prefetches = (em.prefetches, []) if looped else ([], em.prefetches)
     if unroll:
         trips = prod(node.steps[d] for d in looped)
@@ -416,9 +425,14 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
                 em.depth += 1
                 opened.append(v)
                 shifts[d] = shifts[d] + Var(v)
-        if take:
-            prefetch.spread(em, take, *prefetch.trip_number(em, opened))
-        em.emit(node.body, body_views(shifts, node.body.spec))
+        if take and not node.parallel:
+            top, passed = len(em.lines), prefetch.hand_down(em, take, opened)
+            em.emit(node.body, body_views(shifts, node.body.spec))
+            prefetch.settle(em, passed, top)
+        else:
+            if take:
+                prefetch.spread(em, take, *prefetch.trip_number(em, opened))
+            em.emit(node.body, body_views(shifts, node.body.spec))
         for v in reversed(opened):
             em.depth -= 1
             em.out("}")
@@ -431,6 +445,7 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
         em.out(f"/* boundary at [{', '.join(map(str, off))}]: {b.spec.short()} */")
         at: dict[int, Expr] = {d: Const(o) for d, o in enumerate(off) if o}
         em.emit(b, body_views(at, b.spec))
+    em.prefetches += handed  # for the loops after this one
 
 
 def _pack_split(d: int, t: int, n: int, views: list[View], access) -> int | None:
