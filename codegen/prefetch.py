@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 @dataclass(eq=False)
 class Pending:
-    """The next tile of one cache move, waiting for the first loop inside the move."""
+    """The next tile of one cache move, waiting for the loops inside the move."""
 
     name: str  # the buffer's, for readable C
     guard: str  # C condition: the enclosing loop has a next iteration
