@@ -45,7 +45,8 @@ _PEAK_CHAINS = 12  # independent accumulators: more than FMA latency x FMA pipes
 def fma_peak_gflops(target: str | Target = "avx2", rounds: int = 5, seconds: float = 0.1) -> float:
     """One core's f32 multiply-add peak in GFLOP/s with the target's widest f32 vectors,
     best of `rounds`: independent FMA chains and nothing else, compiled with the target's
-    flags. A program's GFLOP/s over this is how near the ceiling it is."""
+    flags (fp-contract makes each `a * b + c` one FMA; without -ffast-math the compiler
+    may not fold a chain). A program's GFLOP/s over this is how near the ceiling it is."""
     ct = get_ctarget(target)
     nbytes = max(b for (d, b) in ct.vector_types if d == "f32")
     accs = [f"a{i}" for i in range(_PEAK_CHAINS)]
@@ -62,7 +63,6 @@ double fma_chains(long iters)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (long i = 0; i < iters; i++) {{
         {" ".join(f"{a} = {a} * b + c;" for a in accs)}
-        __asm__ __volatile__("" : {", ".join(f'"+x"({a})' for a in accs)});
     }}
     clock_gettime(CLOCK_MONOTONIC, &t1);
     vec s = {" + ".join(accs)};
