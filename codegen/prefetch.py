@@ -116,10 +116,8 @@ def spread(em: Emitter, pending: list[Pending], trip: str | int, trips: int) -> 
         if isinstance(trip, int):
             share = sorted(set(table[trip * per : (trip + 1) * per]), key=table.index)
             if share:
-                em.out(f"if ({p.guard}) {{")
-                for o in share:
-                    em.out("    " + p.code.replace("{ptr}", f"{p.base} + {o}"))
-                em.out("}")
+                for text in _guarded(p, share):
+                    em.out(text)
             continue
         name = em.fresh(f"pf_{p.name}")
         guard = p.guard if n >= trips else f"{p.guard} && {trip} < {n}"
@@ -136,12 +134,17 @@ def spread(em: Emitter, pending: list[Pending], trip: str | int, trips: int) -> 
         em.out("}")
 
 
+def _guarded(p: Pending, offsets: list[int]) -> list[str]:
+    """The prefetches of the lines at `offsets` of tile `p`, under its guard (C lines,
+    not indented)."""
+    return [f"if ({p.guard}) {{", *("    " + p.code.replace("{ptr}", f"{p.base} + {o}") for o in offsets), "}"]
+
+
 def flush(em: Emitter, pending: list[Pending]) -> None:
     """Tiles no loop took up: all their prefetches where the move was."""
     for p in reversed(pending):
-        text = [f"if ({p.guard}) {{"] + ["    " + p.code.replace("{ptr}", f"{p.base} + {o}") for o in p.lines] + ["}"]
         pad = "    " * em.depth
-        em.lines[p.at : p.at] = [pad + t for t in text]
+        em.lines[p.at : p.at] = [pad + t for t in _guarded(p, p.lines)]
 
 
 def hand_down(em: Emitter, take: list[Pending], opened: list[str]) -> list[Pending]:
@@ -155,7 +158,7 @@ def hand_down(em: Emitter, take: list[Pending], opened: list[str]) -> list[Pendi
 def settle(em: Emitter, passed: list[Pending], at: int) -> None:
     """After a loop's body: the tiles no loop inside took are spread over this loop's
     trips, at the top of its body (emitted line `at`)."""
-    left = [p for p in passed if any(p is q for q in em.prefetches)]
+    left = [p for p in passed if p in em.prefetches]  # by identity (eq=False)
     em.prefetches = []
     if not left:
         return
