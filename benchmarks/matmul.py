@@ -30,7 +30,7 @@ os.environ["OPENBLAS_NUM_THREADS"] = "1"  # must precede numpy's import
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-from timing import fma_peak_gflops  # noqa: E402
+from timing import fma_peak_gflops, peak_line  # noqa: E402
 
 from morello_asp.codegen.baseline import time_python  # noqa: E402
 from morello_asp.codegen.ctarget import get_ctarget  # noqa: E402
@@ -151,7 +151,7 @@ def main(argv=None) -> int:
         f"{' (Haswell: AVX2 kernels)' if core.lower() == 'haswell' else ''}"
     )
     peak = fma_peak_gflops(args.target)
-    print(f"one core's f32 FMA peak with {args.target}'s vectors: {peak:.1f} GFLOP/s")
+    print(peak_line(args.target, peak))
     head = f"{'N':>6} {'morello-asp GFLOP/s':>20} {'numpy GFLOP/s':>14} {'ratio':>7}"
     print(head + f" {'% peak':>7} {'numpy %':>8}")
     for s, ours, ref in rows:

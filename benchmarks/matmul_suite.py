@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from timing import peak_line
 
 from morello_asp import parse_spec
 from morello_asp.codegen.baseline import time_python
@@ -203,7 +204,7 @@ def print_table(rows: list[Row], core: str, target: str = "avx2", peak: float = 
         "GFLOP/s = best of interleaved rounds"
     )
     if peak:
-        print(f"one core's f32 FMA peak with {target}'s vectors (timing.fma_peak_gflops): {peak:.1f} GFLOP/s")
+        print(peak_line(target, peak))
     head = (
         f"{'m x n x k':>15} {'program':>12} {'by hand':>7} {'synth s':>8} {'cost':>13} "
         f"{'GFLOP/s':>8} {'numpy':>8} {'ratio':>6} {'paired':>7}"

@@ -80,6 +80,11 @@ double fma_chains(long iters)
     return max(flops_per_iter * iters / lib.fma_chains(iters) / 1e9 for _ in range(rounds))
 
 
+def peak_line(target: str, peak: float) -> str:
+    """The line a table prints above its shares of the peak."""
+    return f"one core's f32 FMA peak with {target}'s vectors (timing.fma_peak_gflops): {peak:.1f} GFLOP/s"
+
+
 def status(text: str, end: bool = False) -> None:
     """A progress line on stderr (a terminal only)."""
     if sys.stderr.isatty():
