@@ -208,6 +208,9 @@ def _young_collections_rarer():
             gc.set_threshold(*saved)
 
 
+_UNSEEN: list = []  # state.get's default in Search._prefetch: a spec not met yet
+
+
 class Search:
     def __init__(self, engine: Engine, memo: MemoTable | None = None, progress: Progress | None = None):
         self.engine = engine
@@ -262,12 +265,18 @@ class Search:
         # solved at once and its decision committed, so an interrupted search keeps
         # decisions from its expansion phase too.
         tie = count()
-        seen = set(roots)
-        heap = [(r.volume, next(tie), r) for r in dict.fromkeys(roots) if self._lookup(r) is None]
+        # Every spec met so far: None once complete, else the expanded specs waiting for
+        # it (one dict, not sets of seen and complete specs: each child is hashed once).
+        state: dict[Spec, list[Spec] | None] = {}
+        heap = []
+        for r in dict.fromkeys(roots):
+            if self._lookup(r) is None:
+                state[r] = []
+                heap.append((r.volume, next(tie), r))
+            else:
+                state[r] = None
         heapq.heapify(heap)
-        complete: set[Spec] = set()
         waiting: dict[Spec, int] = {}  # expanded, not complete: how many children are not
-        parents: dict[Spec, list[Spec]] = {}  # incomplete child -> expanded specs waiting for it
         self.stats.phase = "expanding"
 
         def start() -> tuple[list[Spec], list[Spec], Callable[[], list]]:
@@ -306,15 +315,16 @@ class Search:
                 ready: list[Spec] = []
                 for s, exps in zip(chunk, expansions()):
                     need = 0
-                    for c in dict.fromkeys(c for e in exps for c in e.children):
-                        if c not in seen:
-                            seen.add(c)
+                    for c in dict.fromkeys(c for _, kids in exps for c in kids):
+                        st = state.get(c, _UNSEEN)
+                        if st is _UNSEEN:
                             if self._lookup(c) is None:
                                 heapq.heappush(heap, (c.volume, next(tie), c))
+                                st = state[c] = []
                             else:
-                                complete.add(c)
-                        if c not in complete:
-                            parents.setdefault(c, []).append(s)
+                                st = state[c] = None
+                        if st is not None:
+                            st.append(s)
                             need += 1
                     if need:
                         waiting[s] = need
@@ -327,9 +337,10 @@ class Search:
                 done = []
                 while ready:  # a spec is pushed only once its last child is complete
                     s = ready.pop()
-                    complete.add(s)
+                    waited_by = state[s] or ()
+                    state[s] = None
                     done.append(s)
-                    for q in parents.pop(s, ()):
+                    for q in waited_by:
                         waiting[q] -= 1
                         if not waiting[q]:
                             del waiting[q]
@@ -376,10 +387,9 @@ class Search:
         return d
 
     def _solve_uncached(self, spec: Spec) -> Decision:
-        exps = self.engine.expand(spec)
         best: Decision | None = None
-        for e in exps:
-            d = self.evaluate(spec, e)
+        for e, kids in self.engine.fitted(spec):
+            d = self.evaluate(spec, e, kids)
             if d is None:
                 continue
             if best is None or (d.cost, d.depth) < (best.cost, best.depth):
@@ -388,11 +398,12 @@ class Search:
             return Decision(None, 0, tuple(0 for _ in spec.limits), 0)
         return best
 
-    def evaluate(self, spec: Spec, e: Expansion) -> Decision | None:
-        """Cost of rewrite `e` of `spec` with optimal children, or None if a child has none."""
+    def evaluate(self, spec: Spec, e: Expansion, children: tuple[Spec, ...] | None = None) -> Decision | None:
+        """Cost of rewrite `e` of `spec` with optimal children (`children`: e's under the
+        spec's limits, if e is its class's expansion), or None if a child has none."""
         kids = []
         decided = self._decided
-        for c in e.children:
+        for c in e.children if children is None else children:
             d = decided.get(c)
             if d is None:
                 d = self.solve(c)

@@ -34,7 +34,7 @@ from .facts import (
 )
 from .logic_files import unsnapshot
 
-__all__ = ["Action", "Engine", "Expansion", "get_engine"]
+__all__ = ["Action", "Engine", "Expansion", "Fitted", "get_engine"]
 
 
 @dataclass(frozen=True)
@@ -49,10 +49,21 @@ class Expansion:
     derived: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
 
+def _new_expansion(action: Action, children: tuple[Spec, ...], keys: tuple[int, ...], kernel_cost, alloc) -> Expansion:
+    """Expansion(...) without the frozen dataclass's __init__ (a setattr per field): the
+    search decodes hundreds of thousands."""
+    x = object.__new__(Expansion)
+    x.__dict__.update(action=action, children=children, keys=keys, kernel_cost=kernel_cost, alloc=alloc, derived={})
+    return x
+
+
+# A class's expansion and its children under one spec's limits: what the search reads.
+Fitted = tuple[Expansion, tuple[Spec, ...]]
+
+
 def _with_children(e: Expansion, children: tuple[Spec, ...]) -> Expansion:
-    """A copy of `e` (sharing its `derived`) with other children: the search makes one per
-    rewrite of every spec it expands, and a frozen dataclass's __init__ was a tenth of
-    that."""
+    """A copy of `e` (sharing its `derived`) with other children: an expansion of a spec
+    with limits, for callers other than the search's inner loop."""
     x = object.__new__(Expansion)
     d = x.__dict__
     d.update(e.__dict__)
@@ -99,7 +110,7 @@ class Engine:
         self.logic_hash = contents_hash(self._contents)
         self._snapshot: tuple[str, ...] | None = None
         self._snapshot_lock = threading.Lock()
-        self._cache: dict[Spec, list[Expansion]] = {}
+        self._cache: dict[Spec, list[Fitted]] = {}  # spec with limits -> its rewrites that fit
         self._class_cache: dict[Spec, list[Expansion]] = {}
         # Classes sent to clingo whose answers are not read yet: a batch started while
         # another is out does not ground them again (start_expand).
@@ -274,7 +285,7 @@ class Engine:
                 al = allocs.get(a)
                 if al is not None:
                     al = (self.target.level(al[0]).index, al[1])
-                exps.append(Expansion(action, children, keys, fam.kernel_cost(action, kcost), al))
+                exps.append(_new_expansion(action, children, keys, fam.kernel_cost(action, kcost), al))
             exps.sort(key=self._text_of)
             out.append((exps, bads))
         return out
@@ -334,11 +345,17 @@ class Engine:
         """Expansions of each spec under its own memory limits. The rules see specs
         without limits (a spec class); the class answer is cached and applied to each
         limit vector here."""
-        return self.start_expand(specs)()
+        return [[_with_children(e, kids) for e, kids in fl] for fl in self.start_expand(specs)()]
 
-    def start_expand(self, specs: list[Spec], split: bool = True) -> Callable[[], list[list[Expansion]]]:
-        """`expand_many` in two halves: the clingo calls for the classes not known yet
-        start now, and the function returned waits for them and gives the expansions.
+    def fitted(self, spec: Spec) -> list[Fitted]:
+        """`expand`, as the search reads it: (class expansion, children under the spec's
+        limits) pairs, with no Expansion copied per limit vector."""
+        return self.start_expand([spec])()[0]
+
+    def start_expand(self, specs: list[Spec], split: bool = True) -> Callable[[], list[list[Fitted]]]:
+        """`fitted` for many specs, in two halves: the clingo calls for the classes not
+        known yet start now, and the function returned waits for them and gives each
+        spec's rewrites that fit its limits.
         The search reads one batch's answers while the workers ground the next. A class
         already sent in a batch started earlier is not sent again: that batch's answers
         are read first (the functions are called in the order they were made).
@@ -366,7 +383,7 @@ class Engine:
             results = self._submit(chunks, [len(p) for p in parts])
             self._inflight.update(todo)
 
-        def finish() -> list[list[Expansion]]:
+        def finish() -> list[list[Fitted]]:
             if results is not None:
                 try:
                     for j, parsed in results():
@@ -390,7 +407,7 @@ class Engine:
 
         return finish
 
-    def _apply_limits(self, spec: Spec, exps: list[Expansion]) -> list[Expansion]:
+    def _apply_limits(self, spec: Spec, exps: list[Expansion]) -> list[Fitted]:
         """Drop rewrites whose allocation does not fit; give children the limits left,
         snapped down to a power of two (paper 2.4.4). Children are interned: one object
         per (class, limits), so their hashes are computed once for the whole search."""
@@ -410,7 +427,7 @@ class Engine:
                 if k is None:
                     k = interned[(c, lims)] = c.with_limits(lims)
                 kids.append(k)
-            out.append(_with_children(e, tuple(kids)))
+            out.append((e, tuple(kids)))
         return out
 
     def expand(self, spec: Spec) -> list[Expansion]:
@@ -428,7 +445,7 @@ class Engine:
             if e.action.name == action.name and fam.matches(e.action, action):
                 fitted = self._apply_limits(spec, [e])
                 if fitted:
-                    return fitted[0]
+                    return _with_children(*fitted[0])
                 lv = self.target.levels[e.alloc[0]]
                 reasons.append(
                     f"the new buffer needs {e.alloc[1]} {lv.unit}s of {lv.name} but only {spec.limits[e.alloc[0]]} "

@@ -311,9 +311,9 @@ def test_a_batch_started_while_another_is_out_waits_for_it_and_an_abandoned_one_
     assert engine.stats.specs == len(classes)  # none grounded twice
     assert not engine._inflight
     fresh = Engine("avx2")
-    assert [str(e.action) for e in a[0]] == [str(e.action) for e in fresh.expand(spec)]
+    assert [str(e.action) for e, _ in a[0]] == [str(e.action) for e in fresh.expand(spec)]
     want = [[str(e.action) for e in fresh.expand(k)] for k in [spec, *kids]]
-    assert [[str(e.action) for e in x] for x in b] == want
+    assert [[str(e.action) for e, _ in x] for x in b] == want
 
     stopped = Engine("avx2")
     stopped.start_expand([spec, *kids])  # never read: its search was stopped
