@@ -1,7 +1,8 @@
 """The search's own process, without clingo: a cold search of Matmul n^3 is run once with
 its clingo answers recorded, then searched again in interleaved rounds with those answers
-replayed (no worker competes for the cores), with an in-memory memo and with a new SQLite
-table, as a user's first `synth` has. Prints the main process's CPU seconds for each.
+replayed (no worker competes for the cores), with three memos: a dict of decisions, the
+interval-compressed boxes in memory (RectMemo), and a new SQLite table of those boxes, as
+a user's first `synth` has. Prints the main process's CPU seconds for each.
 
     python benchmarks/main_process.py [--size 64] [--rounds 3] [--plot main.png]
 
@@ -21,7 +22,7 @@ from morello_asp import parse_spec
 from morello_asp.solver import clingo_run
 from morello_asp.solver.dp import Search
 from morello_asp.solver.engine import Engine
-from morello_asp.solver.memo import DictMemo
+from morello_asp.solver.memo import DictMemo, RectMemo
 from morello_asp.solver.memo_db import open_memo
 
 
@@ -46,7 +47,7 @@ def record(spec) -> tuple[dict, int]:
 
         return results
 
-    engine._submit = keep  # type: ignore[method-assign]
+    engine._submit = keep
     return answers, Search(engine, DictMemo()).build(spec).cost.main
 
 
@@ -58,9 +59,15 @@ def replay(spec, answers: dict, memo: str) -> tuple[float, int]:
         keys = [_key(engine, f) for f in chunks]
         return lambda: ((i, answers[k]) for i, k in enumerate(keys))
 
-    engine._submit = replayed  # type: ignore[method-assign]
+    engine._submit = replayed
     with tempfile.TemporaryDirectory() as tmp:
-        table = DictMemo() if memo == "dict" else open_memo(Path(tmp) / "memo.db", engine)
+        table: DictMemo | RectMemo
+        if memo == "dict":
+            table = DictMemo()
+        elif memo == "boxes":
+            table = RectMemo(tuple(engine.target.level_names))
+        else:
+            table = open_memo(Path(tmp) / "memo.db", engine)
         t0 = time.process_time()
         cost = Search(engine, table).build(spec).cost.main
         table.flush()
@@ -78,7 +85,7 @@ def main(argv=None) -> int:
     spec = parse_spec(f"Matmul({args.size}x{args.size}x{args.size}, f32)")
     answers, cost = record(spec)
     clingo_run.shutdown()
-    memos = {"in memory (DictMemo)": "dict", "new SQLite table": "table"}
+    memos = {"in memory (DictMemo)": "dict", "boxes in memory (RectMemo)": "boxes", "new SQLite table": "table"}
     times: dict[str, list[float]] = {k: [] for k in memos}
     for _ in range(args.rounds):
         for name, memo in memos.items():
