@@ -716,11 +716,12 @@ class SqliteMemo(RectMemo):
         action and per child class: a search saves every class it grounds, and the same
         children and actions recur across them."""
         out = []
+        refs = self._refs
         for c, exps in items.items():
             key, point = self._class_coords(c)
             enc = []
             for e in exps:
-                kids = ",".join([self._child_ref(ch) for ch in e.children])
+                kids = ",".join([refs.get(ch) or self._child_ref(ch) for ch in e.children])
                 al = f"[{e.alloc[0]},{e.alloc[1]}]" if e.alloc else "null"
                 kc = "null" if e.kernel_cost is None else str(e.kernel_cost)  # an int
                 keys = self._keys_json.get(e.keys)
