@@ -13,6 +13,7 @@ the first comma and the last few (benchmarks/answer_read.py compares the readers
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 
 _ERROR = re.compile(r'\berror\(("(?:[^"\\]|\\.)*"|[^()]*(?:\([^()]*\))?)\)')
 
@@ -53,6 +54,12 @@ def _atoms(text: str):
         yield " ".join(pending)
 
 
+def _new_child() -> list:
+    """A child met for the first time: [kind, {dim: size}, {operand: fields}, serial,
+    like its parent, {operand: stride} or None]."""
+    return [None, {}, {}, False, False, None]
+
+
 def parse(text: str, n: int) -> list[tuple[dict, dict, dict, dict]]:
     """Per spec id 0..n-1: (actions: action text -> {child index: ChildKey},
     reasons: action text -> [why], kernel costs: kernel -> cost,
@@ -71,9 +78,7 @@ def parse(text: str, n: int) -> list[tuple[dict, dict, dict, dict]]:
     bads: list[dict[str, list[str]]] = [dict() for _ in range(n)]
     kcost: list[dict[str, int]] = [dict() for _ in range(n)]
     allocs: list[dict[str, tuple[str, int]]] = [dict() for _ in range(n)]
-    # "S,A,I" -> [kind, {dim: size}, {operand: fields}, serial, like, {operand: stride}]
-    kids: dict[str, list] = {}
-    get = kids.get
+    kids: defaultdict[str, list] = defaultdict(_new_child)  # "S,A,I" -> _new_child's list
     # An answer without strings (a search's usually has none) splits on white space.
     for atom in text.split() if '"' not in text else _atoms(text):
         p = atom.find("(")
@@ -83,24 +88,15 @@ def parse(text: str, n: int) -> list[tuple[dict, dict, dict, dict]]:
         body = atom[p + 1 : -1]
         if name == "child_dim":
             head, d, x = body.rsplit(",", 2)
-            c = get(head)
-            if c is None:
-                c = kids[head] = [None, {}, {}, False, False, None]
-            c[1][int(d)] = int(x)
+            kids[head][1][int(d)] = int(x)
         elif name == "child_like":
-            c = get(body)
-            if c is None:
-                c = kids[body] = [None, {}, {}, False, False, None]
-            c[4] = True
+            kids[body][4] = True
         elif name == "action":
             sid, _, a = body.partition(",")
             acts[int(sid)][one(a, a)] = {}
         elif name == "child_operand":
             head, op, *fields = body.rsplit(",", 7)
-            c = get(head)
-            if c is None:
-                c = kids[head] = [None, {}, {}, False, False, None]
-            c[2][int(op)] = fields
+            kids[head][2][int(op)] = fields
         elif name == "alloc":
             sid, _, rest = body.partition(",")
             a, lv, u = rest.rsplit(",", 2)
@@ -108,20 +104,12 @@ def parse(text: str, n: int) -> list[tuple[dict, dict, dict, dict]]:
             allocs[int(sid)][one(a, a)] = one(t, t)
         elif name == "child_kind":
             head, kind = body.rsplit(",", 1)
-            c = get(head)
-            if c is None:
-                c = kids[head] = [None, {}, {}, False, False, None]
-            c[0] = one(kind, kind)
+            kids[head][0] = one(kind, kind)
         elif name == "child_serial":
-            c = get(body)
-            if c is None:
-                c = kids[body] = [None, {}, {}, False, False, None]
-            c[3] = True
+            kids[body][3] = True
         elif name == "child_stride":
             head, op, st = body.rsplit(",", 2)
-            c = get(head)
-            if c is None:
-                c = kids[head] = [None, {}, {}, False, False, None]
+            c = kids[head]
             if c[5] is None:
                 c[5] = {}
             c[5][int(op)] = st
