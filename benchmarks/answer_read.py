@@ -18,6 +18,8 @@ import re
 import statistics
 import time
 
+from timing import plot_median_bars
+
 from morello_asp.solver import answer, clingo_run, dp
 
 # ------------------------------------------------------- the two-pass reader
@@ -215,13 +217,7 @@ def main(argv=None):
         paired = statistics.median(b / t for b, t in zip(base, ts))
         print(f"| {name} | {statistics.median(ts):.2f} | {paired:.2f}x |")
     if args.plot:
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 3))
-        ax.barh(list(times), [statistics.median(ts) for ts in times.values()])
-        ax.set_xlabel("seconds to read the answers (median)")
-        fig.tight_layout()
-        fig.savefig(args.plot)
+        plot_median_bars(args.plot, times, "seconds to read the answers (median)")
 
 
 if __name__ == "__main__":

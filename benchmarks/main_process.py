@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from timing import plot_median_bars
+
 from morello_asp import parse_spec
 from morello_asp.solver import clingo_run
 from morello_asp.solver.dp import Search
@@ -100,13 +102,7 @@ def main(argv=None) -> int:
     for name, ts in times.items():
         print(f"| {name} | {statistics.median(ts):.2f} | {statistics.median(t / b for t, b in zip(ts, base)):.2f}x |")
     if args.plot:
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 2.5))
-        ax.barh(list(times), [statistics.median(ts) for ts in times.values()])
-        ax.set_xlabel("main-process CPU seconds (median)")
-        fig.tight_layout()
-        fig.savefig(args.plot)
+        plot_median_bars(args.plot, times, "main-process CPU seconds (median)", height=2.5)
     return 0
 
 

@@ -94,6 +94,17 @@ def status(text: str, end: bool = False) -> None:
         sys.stderr.flush()
 
 
+def plot_median_bars(path: str, times: dict[str, list[float]], xlabel: str, height: float = 3) -> None:
+    """A horizontal bar per entry of `times` (name -> seconds of each round): its median."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, height))
+    ax.barh(list(times), [statistics.median(ts) for ts in times.values()])
+    ax.set_xlabel(xlabel)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
 def spearman(xs, ys) -> float:
     """Spearman's rank correlation (ties get their average rank)."""
 
