@@ -6,8 +6,9 @@ run once per round, interleaved; "paired" is the median of the per-round ratios.
     python benchmarks/programs.py a.json --prefetch-ab
 
 Used to compare the programs that two rule sets give for the same spec. With
---prefetch-ab each program is also compiled without software prefetch
-(MORELLO_ASP_PREFETCH=off, codegen/prefetch.py) and timed in the same rounds.
+--prefetch-ab each program is also compiled with its prefetches in one loop, not split
+in two (MORELLO_ASP_PREFETCH=unsplit), and without software prefetch (=off;
+codegen/prefetch.py), and all are timed in the same rounds.
 """
 
 from __future__ import annotations
@@ -34,7 +35,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("programs", nargs="+", help="program JSON files of one Matmul spec")
     ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--prefetch-ab", action="store_true", help="also time each program's C without prefetch")
+    ap.add_argument(
+        "--prefetch-ab",
+        action="store_true",
+        help="also time each program's C with its prefetch loops unsplit, and without prefetch",
+    )
     args = ap.parse_args(argv)
     impls = [load(p) for p in args.programs]
     specs = {str(i.spec.without_limits) for i in impls}
@@ -47,13 +52,14 @@ def main(argv=None) -> int:
     target = impls[0].spec.target  # the programs' own target (avx2, avx512, a .lp file)
     fns = compile_checked(impls, target)
     if args.prefetch_ab:
-        os.environ["MORELLO_ASP_PREFETCH"] = "off"
-        try:
-            fns += compile_checked(impls, target)
-        finally:
-            del os.environ["MORELLO_ASP_PREFETCH"]
-        labels += [f"{p} (no prefetch)" for p in args.programs]
-        impls = impls + impls
+        for switch, label in (("unsplit", "prefetch, loop not split"), ("off", "no prefetch")):
+            os.environ["MORELLO_ASP_PREFETCH"] = switch
+            try:
+                fns += compile_checked(impls, target)
+            finally:
+                del os.environ["MORELLO_ASP_PREFETCH"]
+            labels += [f"{p} ({label})" for p in args.programs]
+        impls = impls * 3
     b, m, k, n = impls[0].spec.shape
     rng = np.random.default_rng(0)
     x = rng.random((b, m, k), dtype=np.float32)

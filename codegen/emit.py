@@ -89,7 +89,8 @@ class Emitter:
         self.headers: list[str] = []  # tgt_c_kernel_header/2 of the kernels emitted
         self.helpers: list[str] = []  # tgt_c_kernel_helper/2 of the kernels emitted
         self.uses_omp = False
-        self.prefetch_on = prefetch.enabled()  # MORELLO_ASP_PREFETCH, read (and checked) once per function
+        pf = prefetch.mode()  # MORELLO_ASP_PREFETCH, read (and checked) once per function
+        self.prefetch_on, self.prefetch_split = pf != "off", pf == "on"
         self.prefetches: list = []  # cache moves' next tiles, for the loop nest inside them (prefetch.py)
         self.parallel_vars: set[str] = set()  # counters of OpenMP loops (their next trip is another thread's)
         self.loop_bytes: dict[str, int] = {}  # loop counter -> bytes of the operands its loop spans

@@ -43,7 +43,8 @@ environment:
   MORELLO_ASP_CACHE=DIR           compiled modules and default memo tables (default
                                   ~/.cache/morello-asp)
   MORELLO_ASP_DB=off              no default memo table: keep nothing without --db
-  MORELLO_ASP_PREFETCH=off        no software prefetch in the emitted C (default on)
+  MORELLO_ASP_PREFETCH=off        no software prefetch in the emitted C (default on;
+                                  unsplit: prefetch in one loop, to measure against)
 """
 
 EXIT_OK, EXIT_REFUTED, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 3, 130, 141

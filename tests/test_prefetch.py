@@ -39,15 +39,30 @@ def test_the_next_strip_of_a_is_prefetched_one_line_a_trip_of_the_kernels_loop()
     assert tables["pf_lhs"] == want
     # ... spread over the loop nest inside the strip, the 4 trips of the 16-column loop
     # times the 128 of the k loop inside it: one line in each of the first 48 trips,
-    # from the strip 6 rows on, and only while there is one.
-    k_loop = c[c.index("for (int k1 = 0; k1 < 128; k1++) {") :]
+    # from the strip 6 rows on, and only while there is one. The k loop runs as two:
+    # its trips before the 48th of the nest prefetch, the rest test nothing.
+    split = (
+        "int k1_pf = 48 - (n1 / 16) * 128;\n"
+        + " " * 28
+        + "if (k1_pf < 0) k1_pf = 0;\n"
+        + " " * 28
+        + "if (k1_pf > 128) k1_pf = 128;\n"
+        + " " * 28
+        + "for (int k1 = 0; k1 < k1_pf; k1++) {"
+    )
+    assert split in c
+    k_loop = c[c.index("for (int k1 = 0; k1 < k1_pf; k1++) {") :]
     head = k_loop[: k_loop.index("/* vrhs")]
-    assert "if (m0 < 1014 && (n1 / 16) * 128 + k1 < 48) {" in head
+    assert "if (m0 < 1014) {" in head
     line = "_mm_prefetch((const char *)((lhs + k0 + 1024 * m0 + 6144) + pf_lhs[(n1 / 16) * 128 + k1]), _MM_HINT_T0);"
     assert line in head
     # The output's next 6 x 64 tile likewise: 6 rows of 4 lines, in the first 24 trips.
     assert tables["pf_out"] == [r * 1024 + 16 * j for j in range(4) for r in range(6)]
     assert "if (m0 < 1014 && (n1 / 16) * 128 + k1 < 24) {" in head
+    # The rest of the k loop: the same body, no prefetch.
+    rest = c[c.index("for (int k1 = k1_pf; k1 < 128; k1++) {") :]
+    rest = rest[: rest.index("_mm256_store_ps")]
+    assert "_mm_prefetch" not in rest and rest.count("_mm256_fmadd_ps") == 12
     # Nothing between the strip loop and the k loop (the loads of the register block).
     strip = c[c.index("for (int m0 = 0;") : c.index("for (int k1 = 0;")]
     assert "_mm_prefetch" not in strip
@@ -62,6 +77,18 @@ def test_the_prefetching_program_matches_numpy_and_so_does_the_one_without(monke
     monkeypatch.setenv("MORELLO_ASP_PREFETCH", "off")
     c = imp.to_c()
     assert "_mm_prefetch" not in c
+    err, tol = imp.compile().check()
+    assert err <= tol
+
+
+def test_unsplit_prefetches_in_one_loop_testing_the_trip_and_matches_numpy(monkeypatch):
+    """MORELLO_ASP_PREFETCH=unsplit: the C before loops were split (benchmarks/programs.py
+    --prefetch-ab times it): one k loop that tests the trip number in every trip."""
+    monkeypatch.setenv("MORELLO_ASP_PREFETCH", "unsplit")
+    imp = load(FIXTURE)
+    c = imp.to_c()
+    assert "k1_pf" not in c and "for (int k1 = 0; k1 < 128; k1++) {" in c
+    assert "if (m0 < 1014 && (n1 / 16) * 128 + k1 < 48) {" in c
     err, tol = imp.compile().check()
     assert err <= tol
 
@@ -158,9 +185,10 @@ def test_avx512_spreads_a_strips_tiles_over_every_trip_of_the_kernels_loop():
     tables = _tables(c)
     assert tables["pf_lhs"] == [r * 2048 + 16 * j for j in range(8) for r in range(8)]
     assert tables["pf_out"] == [r * 2048 + 16 * j for j in range(4) for r in range(8)]
-    k_loop = c[c.index("for (int k1 = 0; k1 < 128; k1++) {") :]
+    k_loop = c[c.index("for (int k1 = 0; k1 < k1_pf; k1++) {") :]
     head = k_loop[: k_loop.index("/* vrhs")]
-    assert "if (m0 < 2040 && (n1 / 32) * 128 + k1 < 64) {" in head
+    assert "int k1_pf = 64 - (n1 / 32) * 128;" in c
+    assert "if (m0 < 2040) {" in head
     assert "if (m0 < 2040 && (n1 / 32) * 128 + k1 < 32) {" in head
     assert c.count("_mm_prefetch") == 2
 

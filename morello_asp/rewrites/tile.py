@@ -406,6 +406,7 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
             em.uses_omp = True
             em.out("#pragma omp parallel for" + (f" collapse({len(looped)})" if len(looped) > 1 else ""))
         opened: list[str] = []
+        headers: list[tuple[int, str]] = []  # per opened counter: its extent and increment
         shifts: dict[int, Expr] = {}
         span = sum(prod(s) * t.dtype.nbytes for s, t in zip(spec.operand_shapes, spec.operands))  # for prefetch
         for d in looped:
@@ -417,7 +418,9 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
             shifts[d] = Const(0)
             for extent, step in bounds:
                 v = em.fresh_index(names[d])
-                em.out(f"for (int {v} = 0; {v} < {extent}; {v}{' += ' + str(step) if step > 1 else '++'}) {{")
+                inc = f" += {step}" if step > 1 else "++"
+                em.out(f"for (int {v} = 0; {v} < {extent}; {v}{inc}) {{")
+                headers.append((extent, inc))
                 em.env[v] = VarRange(0, extent - step, step)
                 em.loop_bytes[v] = span
                 if node.parallel:
@@ -425,10 +428,11 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
                 em.depth += 1
                 opened.append(v)
                 shifts[d] = shifts[d] + Var(v)
+        split = None
         if take and not node.parallel:
             top, passed = len(em.lines), prefetch.hand_down(em, take, opened)
             em.emit(node.body, body_views(shifts, node.body.spec))
-            prefetch.settle(em, passed, top)
+            split = prefetch.settle(em, passed, top, opened)
         else:
             if take:
                 prefetch.spread(em, take, *prefetch.trip_number(em, opened))
@@ -436,6 +440,8 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
         for v in reversed(opened):
             em.depth -= 1
             em.out("}")
+            if split is not None:  # the loop's first trips prefetch, the rest run without
+                prefetch.split_loop(em, split, v, *headers[-1])
             del em.env[v]
             em.loop_bytes.pop(v, None)
             em.parallel_vars.discard(v)
