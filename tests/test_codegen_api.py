@@ -127,10 +127,14 @@ def test_kernel_on_a_non_contiguous_cache_view_is_refused():
 
 @pytest.mark.skipif(not have_objdump(), reason="needs objdump")
 def test_register_tile_stays_in_registers():
-    """The 6x16 tile's inner loop: 12 FMAs on ymm registers, nothing on the stack."""
+    """The 6x16 tile's inner loop: 12 FMAs a trip of k on ymm registers (a multiple of 12
+    in the loop gcc unrolls, -funroll-loops), nothing on the stack."""
+    import re
+
     fn = fast_matmul(48, 64, 64).compile()
     asm = inner_loop_asm(fn.module.__file__)
-    assert "vbroadcastss" in asm and "12 FMAs, 0 stack accesses" in asm, asm
+    m = re.search(r"(\d+) FMAs, 0 stack accesses", asm)
+    assert "vbroadcastss" in asm and m and int(m[1]) % 12 == 0, asm
 
 
 def test_out_aliasing_an_input_is_safe():
