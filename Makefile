@@ -31,15 +31,20 @@ lint: setup
 	$(BIN)/mypy
 
 # test: lint, then the default suite (pyproject.toml's addopts deselect tests marked slow;
-# under 5 minutes on 2 cores). test-all: every test. test-slow: only the slow ones.
+# about 3 minutes on 2 cores). test-all: every test. test-slow: only the slow ones.
+# The tests run in TEST_WORKERS processes (pytest-xdist; `auto`: one per core), a whole
+# test file to a process so that a file's shared table and engine are built once;
+# TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= auto
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 test: lint
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 test-all: lint setup-ray
-	$(BIN)/python -m pytest -q -m "slow or not slow"
+	$(PYTEST) -m "slow or not slow"
 
 test-slow: lint setup-ray
-	$(BIN)/python -m pytest -q -m slow
+	$(PYTEST) -m slow
 
 # precompute: a memo table for the default rules and target, every Matmul f32 up to
 # PRECOMPUTE_SIZE (default 64) per dimension, on all local cores (see README, Precompute);

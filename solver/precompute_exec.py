@@ -166,18 +166,23 @@ class LocalExecutor:
         self._dispatch()
 
     def _dispatch(self) -> None:
+        sends = []
         for depth in range(1, DEPTH + 1):
             for p in self.procs:
                 if len(p.held) < depth and self.queue.waiting:
                     task = self.queue.waiting.popleft()
                     p.held.append(task)
-                    try:
-                        p.conn.send(("run", *task))
-                    except OSError:
-                        pass  # seen dead by poll
+                    sends.append((p, task))
         # Idle workers lend their cores to the busy ones (only at a stage's end, when no
-        # task is waiting: every worker gets one as soon as there is one).
+        # task is waiting: every worker gets one as soon as there is one). The count is
+        # set before the tasks are sent: a worker that starts one must not read the count
+        # from when it was idle itself and borrow its own core (seen on a loaded machine).
         self._idle.value = sum(1 for p in self.procs if not p.held and p.proc.is_alive())
+        for p, task in sends:
+            try:
+                p.conn.send(("run", *task))
+            except OSError:
+                pass  # seen dead by poll
 
     def poll(self, timeout: float):
         """Answers that arrived within `timeout`: (task index, answer bytes, error text)."""
