@@ -326,8 +326,7 @@ def test_a_batch_started_while_another_is_out_waits_for_it_and_an_abandoned_one_
     check_runs(imp)
 
 
-# one worker: 15 s on a 2.5 GHz Cascade Lake, so with the slow tests (CI runs them)
-@pytest.mark.parametrize("jobs", [pytest.param(1, marks=pytest.mark.slow), 2])
+@pytest.mark.parametrize("jobs", [1, 2])
 def test_the_search_keeps_a_whole_batch_per_worker_out(monkeypatch, jobs):
     """With several clingo workers the search keeps one batch per worker out, each sent
     whole as one call (each call has a fixed cost), besides the one it is reading; with
