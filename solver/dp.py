@@ -219,6 +219,7 @@ class Search:
         self.stats = SearchStats()
         self.progress = progress or Progress(enabled=False)
         self._active: set[Spec] = set()
+        self._expanding = False  # inside _prefetch: its solves need no clingo call
         # Decisions this search has read or made, by spec: the DP asks for each sub-spec
         # once per parent rewrite, and a table look-up (coordinates, box scan, cost
         # scaling) costs far more than a dict's. A decision once answered stays the
@@ -252,6 +253,13 @@ class Search:
             self._prefetch(roots, batch or BATCH)
 
     def _prefetch(self, roots, batch: int) -> None:
+        outer, self._expanding = self._expanding, True
+        try:
+            self._prefetch_all(roots, batch)
+        finally:
+            self._expanding = outer
+
+    def _prefetch_all(self, roots, batch: int) -> None:
         load = getattr(self.memo, "load_expansions", None)
         save = getattr(self.memo, "save_expansions", None)
         # The engine's per-class cache (spec without limits -> expansions), which the
@@ -372,6 +380,15 @@ class Search:
         if d is not None:
             self.stats.memo_hits += 1
             return d
+        if not self._active and not self._expanding:
+            # Called from outside the search: expand what lies below the spec in batches
+            # first, which solves it too. Solved depth first, every sub-spec not expanded
+            # yet would be one clingo call of its own (a cold explain of Matmul 4x4x4
+            # made 816 calls in 36 s instead of 11 in 2 s).
+            self.prefetch(spec)
+            d = self._lookup(spec)
+            if d is not None:
+                return d
         interrupt.check()  # a safe point: nothing half-done
         if spec in self._active:  # a rule set that loops back to an open spec
             return Decision(None, 0, (), 0)
@@ -468,8 +485,8 @@ class Search:
 
     def explain(self, spec: Spec) -> list[tuple[Expansion, Decision | None]]:
         """Every applicable rewrite with its optimal cost (None: a sub-spec has no implementation)."""
-        exps = self.engine.expand(spec)
-        self.engine.expand_many([c for e in exps for c in e.children])
+        exps = self._expansions(spec)
+        self.prefetch(*(c for e in exps for c in e.children))  # every sub-spec solved in batches
         out = [(e, self.evaluate(spec, e)) for e in exps]
         out.sort(key=lambda x: (x[1] is None, x[1].cost if x[1] else 0, str(x[0].action)))
         return out
