@@ -204,8 +204,15 @@ def _query(args):
 
 def _explain(args):
     spec = _spec(args)
-    search = _search(args, False)
-    rows = search.explain(spec)
+    search = _search(args, not args.quiet)  # on a cold table it searches as synth does
+    try:
+        rows = search.explain(spec)
+    except KeyboardInterrupt:
+        search.progress.done()
+        return _interrupted(search, args)
+    finally:
+        search.memo.flush()
+        search.progress.done()
     print(spec)
     if not rows:
         print("  no rewrite applies")
@@ -292,4 +299,5 @@ def register(sub):
 
     p = sub.add_parser("explain", help="every applicable rewrite of a spec, its sub-specs and optimal cost")
     common(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=_explain)

@@ -58,9 +58,9 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def synth(db: Path, **kw) -> subprocess.Popen:
+def synth(db: Path, command: str = "synth", **kw) -> subprocess.Popen:
     return subprocess.Popen(
-        [*CLI, "synth", SPEC, "--db", str(db), "-q"],
+        [*CLI, command, SPEC, "--db", str(db), "-q"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -69,9 +69,9 @@ def synth(db: Path, **kw) -> subprocess.Popen:
     )
 
 
-def start_and_wait_for_work(db: Path) -> tuple[subprocess.Popen, list[int]]:
+def start_and_wait_for_work(db: Path, command: str = "synth") -> tuple[subprocess.Popen, list[int]]:
     """A synthesis that has committed some work and has its clingo workers running."""
-    p = synth(db)
+    p = synth(db, command)
     deadline = time.time() + 120
     workers: list[int] = []
     while time.time() < deadline and p.poll() is None:
@@ -126,6 +126,30 @@ def test_signal_stops_cleanly_keeps_work_and_rerun_matches(tmp_path, clean_progr
     out2, err2 = again.communicate(timeout=600)
     assert again.returncode == 0, err2
     assert out2 == clean_program
+
+
+@pytest.mark.slow  # three searches of the spec (~15 s on idle cores)
+def test_explain_on_a_cold_table_stops_like_synth_and_resumes(tmp_path):
+    """`explain` on a table that lacks the spec searches as `synth` does, so it stops as
+    synth does: exit 130, what was kept, no worker left; a rerun answers as a cold one."""
+    db = tmp_path / "m.db"
+    p, workers = start_and_wait_for_work(db, "explain")
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert re.fullmatch(
+        r"morello-asp: interrupted; \d+ decisions kept in \S+ and \d+ expanded spec classes; "
+        r"run the same command to resume\n",
+        err,
+    ), err
+    assert gone(workers), f"clingo workers {[w for w in workers if alive(w)]} outlived explain"
+    again = synth(db, "explain")
+    out2, err2 = again.communicate(timeout=600)
+    assert again.returncode == 0 and err2 == "", err2
+    clean = synth(tmp_path / "clean.db", "explain")
+    out3, err3 = clean.communicate(timeout=600)
+    assert clean.returncode == 0, err3
+    assert out2 == out3 and "cost" in out2
 
 
 @pytest.mark.slow  # ~10 s or more on idle cores; the slow part of CI runs it
