@@ -51,6 +51,19 @@ def _interrupted(search, args) -> int:
     return 130
 
 
+def _searching(search, args, work):
+    """(work(), None), or (None, exit code) after Ctrl-C or SIGTERM: the table flushed
+    and the progress display closed either way."""
+    try:
+        return work(), None
+    except KeyboardInterrupt:
+        search.progress.done()
+        return None, _interrupted(search, args)
+    finally:
+        search.memo.flush()
+        search.progress.done()
+
+
 def _emit(imp, args):
     from morello_asp.serialize import save, to_json
 
@@ -124,14 +137,9 @@ def _synth(args):
                 file=sys.stderr,
             )
     t0 = time.perf_counter()
-    try:
-        imp = search.build(spec) if partial is None else search.complete(partial)
-    except KeyboardInterrupt:
-        search.progress.done()
-        return _interrupted(search, args)
-    finally:
-        search.memo.flush()
-        search.progress.done()
+    imp, stopped = _searching(search, args, lambda: search.build(spec) if partial is None else search.complete(partial))
+    if stopped is not None:
+        return stopped
     dt = time.perf_counter() - t0
     if not args.quiet:
         e = search.engine.stats
@@ -205,14 +213,9 @@ def _query(args):
 def _explain(args):
     spec = _spec(args)
     search = _search(args, not args.quiet)  # on a cold table it searches as synth does
-    try:
-        rows = search.explain(spec)
-    except KeyboardInterrupt:
-        search.progress.done()
-        return _interrupted(search, args)
-    finally:
-        search.memo.flush()
-        search.progress.done()
+    rows, stopped = _searching(search, args, lambda: search.explain(spec))
+    if stopped is not None:
+        return stopped
     print(spec)
     if not rows:
         print("  no rewrite applies")
