@@ -58,7 +58,8 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def synth(db: Path, command: str = "synth", **kw) -> subprocess.Popen:
+def cli_search(db: Path, command: str = "synth", **kw) -> subprocess.Popen:
+    """`morello-asp COMMAND SPEC --db DB -q` (synth, or explain, which searches too)."""
     return subprocess.Popen(
         [*CLI, command, SPEC, "--db", str(db), "-q"],
         stdout=subprocess.PIPE,
@@ -71,7 +72,7 @@ def synth(db: Path, command: str = "synth", **kw) -> subprocess.Popen:
 
 def start_and_wait_for_work(db: Path, command: str = "synth") -> tuple[subprocess.Popen, list[int]]:
     """A synthesis that has committed some work and has its clingo workers running."""
-    p = synth(db, command)
+    p = cli_search(db, command)
     deadline = time.time() + 120
     workers: list[int] = []
     while time.time() < deadline and p.poll() is None:
@@ -96,7 +97,7 @@ def gone(pids, timeout=10.0) -> bool:
 @pytest.fixture(scope="module")
 def clean_program(tmp_path_factory) -> str:
     db = tmp_path_factory.mktemp("clean") / "clean.db"
-    p = synth(db)
+    p = cli_search(db)
     out, err = p.communicate(timeout=600)
     assert p.returncode == 0, err
     return out
@@ -122,7 +123,7 @@ def test_signal_stops_cleanly_keeps_work_and_rerun_matches(tmp_path, clean_progr
     assert count(db, "decisions") >= int(m.group(1)) >= 0
     assert count(db, "expansions") >= int(m.group(3)) > 0
     assert gone(workers), f"clingo workers {[w for w in workers if alive(w)]} outlived the synthesis"
-    again = synth(db)
+    again = cli_search(db)
     out2, err2 = again.communicate(timeout=600)
     assert again.returncode == 0, err2
     assert out2 == clean_program
@@ -143,10 +144,10 @@ def test_explain_on_a_cold_table_stops_like_synth_and_resumes(tmp_path):
         err,
     ), err
     assert gone(workers), f"clingo workers {[w for w in workers if alive(w)]} outlived explain"
-    again = synth(db, "explain")
+    again = cli_search(db, "explain")
     out2, err2 = again.communicate(timeout=600)
     assert again.returncode == 0 and err2 == "", err2
-    clean = synth(tmp_path / "clean.db", "explain")
+    clean = cli_search(tmp_path / "clean.db", "explain")
     out3, err3 = clean.communicate(timeout=600)
     assert clean.returncode == 0, err3
     assert out2 == out3 and "cost" in out2
@@ -161,7 +162,7 @@ def test_kill_9_leaves_no_worker_and_rerun_matches(tmp_path, clean_program):
     p.communicate(timeout=60)
     assert gone(workers), f"clingo workers {[w for w in workers if alive(w)]} outlived a kill -9 of their parent"
     assert count(db, "expansions") >= kept > 0
-    again = synth(db)
+    again = cli_search(db)
     out, err = again.communicate(timeout=600)
     assert again.returncode == 0, err
     assert out == clean_program
