@@ -32,8 +32,8 @@ exit status:
   2    bad input (a spec, file, option or environment variable: the message names
        it) and every other error morello-asp reports
   3    internal error: a bug in morello-asp (--debug shows the traceback; please report it)
-  130  interrupted (Ctrl-C or SIGTERM); synth keeps what it decided in its --db table,
-       precompute every finished task (continue with --resume)
+  130  interrupted (Ctrl-C or SIGTERM); synth and explain keep what they decided in
+       their table, precompute every finished task (continue with --resume)
   141  the output was closed early (e.g. piped into head)
 
 environment:
