@@ -219,7 +219,6 @@ class Search:
         self.stats = SearchStats()
         self.progress = progress or Progress(enabled=False)
         self._active: set[Spec] = set()
-        self._expanding = False  # inside _prefetch: its solves need no clingo call
         # Decisions this search has read or made, by spec: the DP asks for each sub-spec
         # once per parent rewrite, and a table look-up (coordinates, box scan, cost
         # scaling) costs far more than a dict's. A decision once answered stays the
@@ -253,13 +252,6 @@ class Search:
             self._prefetch(roots, batch or BATCH)
 
     def _prefetch(self, roots, batch: int) -> None:
-        outer, self._expanding = self._expanding, True
-        try:
-            self._prefetch_all(roots, batch)
-        finally:
-            self._expanding = outer
-
-    def _prefetch_all(self, roots, batch: int) -> None:
         load = getattr(self.memo, "load_expansions", None)
         save = getattr(self.memo, "save_expansions", None)
         # The engine's per-class cache (spec without limits -> expansions), which the
@@ -357,7 +349,7 @@ class Search:
                 # ground while this process solves what finished.
                 top_up()
                 for s in done:  # children before parents
-                    self.solve(s)
+                    self._solve(s)
                 self.memo.flush()
                 self.progress.update(self.stats, self.engine)
                 if frozen:
@@ -376,19 +368,23 @@ class Search:
         return d
 
     def solve(self, spec: Spec) -> Decision:
-        d = self._lookup(spec)
-        if d is not None:
-            self.stats.memo_hits += 1
-            return d
-        if not self._active and not self._expanding:
-            # Called from outside the search: expand what lies below the spec in batches
-            # first, which solves it too. Solved depth first, every sub-spec not expanded
-            # yet would be one clingo call of its own (a cold explain of Matmul 4x4x4
-            # made 816 calls in 36 s instead of 11 in 2 s).
+        """The optimal decision for a spec. What lies below it is expanded in batches
+        first, which solves it too: solved depth first, every sub-spec not expanded yet
+        would be one clingo call of its own (a cold explain of Matmul 4x4x4 made 816
+        calls in 36 s instead of 11 in 2 s)."""
+        if self._lookup(spec) is None:
             self.prefetch(spec)
             d = self._lookup(spec)
             if d is not None:
                 return d
+        return self._solve(spec)
+
+    def _solve(self, spec: Spec) -> Decision:
+        """`solve` inside the search, where what it needs is expanded already."""
+        d = self._lookup(spec)
+        if d is not None:
+            self.stats.memo_hits += 1
+            return d
         interrupt.check()  # a safe point: nothing half-done
         if spec in self._active:  # a rule set that loops back to an open spec
             return Decision(None, 0, (), 0)
@@ -423,8 +419,8 @@ class Search:
         for c in e.children if children is None else children:
             d = decided.get(c)
             if d is None:
-                d = self.solve(c)
-            else:  # solve's first step, without the call
+                d = self._solve(c)
+            else:  # _solve's first step, without the call
                 self.stats.memo_hits += 1
             if not d.feasible:
                 return None
@@ -446,7 +442,7 @@ class Search:
 
     def _build(self, spec: Spec) -> Impl:
         self._prefetch((spec,), BATCH)
-        d = self.solve(spec)
+        d = self._solve(spec)
         if not d.feasible:
             raise NoImplementationError(f"no implementation of {spec} fits its memory limits under the rules in force")
         for e in self._expansions(spec):
