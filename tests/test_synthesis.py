@@ -85,6 +85,7 @@ def test_solve_and_explain_from_cold_expand_in_batches():
     built = Search(Engine("avx2"), DictMemo())
     imp = built.build(spec)
     ref_calls = built.engine.stats.calls
+    check_runs(imp)
     solver = Search(Engine("avx2"), DictMemo())
     d = solver.solve(spec)
     assert d.cost == imp.cost.main
