@@ -21,12 +21,9 @@ from pathlib import Path
 
 os.environ["OPENBLAS_NUM_THREADS"] = "1"  # must precede numpy's import
 
-import numpy as np  # noqa: E402
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import compile_checked  # noqa: E402
+from timing import beside_numpy_matmul, compile_checked  # noqa: E402
 
-from morello_asp.codegen.baseline import time_python  # noqa: E402
 from morello_asp.errors import InputError  # noqa: E402
 from morello_asp.serialize import load  # noqa: E402
 
@@ -60,16 +57,7 @@ def main(argv=None) -> int:
                 del os.environ["MORELLO_ASP_PREFETCH"]
             labels += [f"{p} ({label})" for p in args.programs]
         impls = impls * 3
-    b, m, k, n = impls[0].spec.shape
-    rng = np.random.default_rng(0)
-    x = rng.random((b, m, k), dtype=np.float32)
-    y = rng.random((b, k, n), dtype=np.float32)
-    ours: list[list[float]] = [[] for _ in fns]
-    theirs: list[float] = []
-    for _ in range(args.rounds):
-        for i, f in enumerate(fns):
-            ours[i].append(f.benchmark(reps=3, min_time=0.02).seconds)
-        theirs.append(time_python(lambda: np.matmul(x, y), reps=3, min_time=0.02))
+    ours, theirs = beside_numpy_matmul(fns, impls[0].spec.shape, args.rounds)
     print(f"{specs.pop()}, {args.rounds} interleaved rounds, numpy single-threaded")
     print("| program | cost | median us | numpy / ours (paired) |")
     print("|---|---|---|---|")

@@ -42,6 +42,27 @@ def median_times(fns: list, rounds: int = 5, reps: int = 3, min_time: float = 0.
 _PEAK_CHAINS = 12  # independent accumulators: more than FMA latency x FMA pipes on x86 cores
 
 
+def beside_numpy_matmul(fns: list, shape: tuple[int, ...], rounds: int, min_time: float = 0.02):
+    """Seconds per call of each compiled Matmul program and of numpy's matmul of the same
+    (b, m, k, n) shape on random f32 inputs, in `rounds` interleaved rounds: ([[per round]
+    per program], [numpy's per round]). numpy runs as the caller set OpenBLAS up."""
+    import numpy as np
+
+    from morello_asp.codegen.baseline import time_python
+
+    b, m, k, n = shape
+    rng = np.random.default_rng(0)
+    x = rng.random((b, m, k), dtype=np.float32)
+    y = rng.random((b, k, n), dtype=np.float32)
+    ours: list[list[float]] = [[] for _ in fns]
+    theirs: list[float] = []
+    for _ in range(rounds):
+        for i, f in enumerate(fns):
+            ours[i].append(f.benchmark(reps=3, min_time=min_time).seconds)
+        theirs.append(time_python(lambda: np.matmul(x, y), reps=3, min_time=min_time))
+    return ours, theirs
+
+
 def fma_peak_gflops(target: str | Target = "avx2", rounds: int = 5, seconds: float = 0.1) -> float:
     """One core's f32 multiply-add peak in GFLOP/s with the target's widest f32 vectors,
     best of `rounds`: independent FMA chains and nothing else, compiled with the target's
