@@ -72,7 +72,7 @@ def widened(src: str, n: int, width: int) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", type=int, default=1024)
-    ap.add_argument("--widths", type=int, nargs="+", default=[256, 1024], help="panel widths to try")
+    ap.add_argument("--widths", type=int, nargs="+", default=[256, 512, 1024], help="panel widths to try")
     ap.add_argument("--rounds", type=int, default=11)
     args = ap.parse_args(argv)
     n = args.size
