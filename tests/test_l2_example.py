@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from morello_asp import parse_spec
+from morello_asp.errors import ScheduleError
 from morello_asp.solver.dp import Search
 from morello_asp.solver.engine import get_engine
 from morello_asp.solver.memo import DictMemo
@@ -22,6 +25,27 @@ def test_the_l2_example_target_synthesizes_through_l2():
     assert impl.cost.levels == ("RF", "VRF", "L1", "L2", "GL")
     assert impl.cost.peak[3] > 0  # the operands pass through L2 on their way to L1
     assert "L2" in str(impl)
+    rep = verify(impl)
+    assert rep.ok, str(rep)
+    err, tol = impl.compile().check()
+    assert err <= tol
+
+
+L2_PACKED = Path(__file__).parent.parent / "examples" / "avx2_l2_packed.lp"
+
+
+def test_the_packed_l2_example_holds_only_packed_copies_in_l2():
+    """examples/avx2_l2_packed.lp (README, "What does close most of it"): B packed into
+    its L2 is allowed, and the rest of the program is synthesized and matches numpy; a
+    cache move of a view into that L2 is not offered."""
+    t = get_target(str(L2_PACKED))
+    assert t.level_names == ["RF", "VRF", "L1", "L2", "GL"]
+    spec = parse_spec("Matmul(4x4x16, f32)", t)
+    with pytest.raises(ScheduleError, match="does not apply"):
+        spec.to_accum().subschedule([1], lambda a: a.move_param(1, "L2"))
+    partial = spec.to_accum().subschedule([1], lambda a: a.move_param(1, "L2", "[0, 2, 1, 2 p(16)]"))
+    impl = Search(get_engine(t), DictMemo()).complete(partial)
+    assert impl.cost.peak[3] > 0 and "L2, [0, 2, 1, 2 p(16)]" in str(impl)
     rep = verify(impl)
     assert rep.ok, str(rep)
     err, tol = impl.compile().check()
