@@ -437,3 +437,17 @@ def test_a_benchmark_script_refuses_a_bad_table_in_one_line(tmp_path, script):
     errors = [ln for ln in err if "error" in ln]  # progress lines (conv.py's) may precede it
     assert len(errors) == 1 and err[-1] == errors[0], r.stderr
     assert str(bad) in errors[0] and "not a memo table" in errors[0], r.stderr
+
+
+def test_panel_width_refuses_a_width_that_does_not_divide_the_size_in_one_line():
+    """benchmarks/panel_width.py checks its widths before it searches: one line, exit 2."""
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "panel_width.py"), "--size", "1024", "--widths", "100"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    err = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert err == ["panel_width.py: error: width 100 must be a multiple of 16 that divides 1024"], r.stderr
