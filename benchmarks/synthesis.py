@@ -2,6 +2,7 @@
 of the time clingo (grounding + solving the rule files) takes.
 
     python benchmarks/synthesis.py --sizes 4 8 16 [--batches 1 4] [--plot synth.png]
+    python benchmarks/synthesis.py --sizes 64 --target examples/avx2_l2_packed.lp
 
 With --batches, each size runs once per batch (Matmul BxNxNxN), in the order given.
 Each search starts from a new, empty SQLite table, as `synth` does for a user whose
@@ -22,13 +23,13 @@ from morello_asp.solver.memo import DictMemo
 from morello_asp.solver.memo_db import open_memo
 
 
-def run(n: int, dtype: str = "f32", batch: int = 1, memo: str = "table") -> dict:
-    engine = Engine("avx2")  # fresh: no expansion cache carried between sizes
+def run(n: int, dtype: str = "f32", batch: int = 1, memo: str = "table", target: str = "avx2") -> dict:
+    engine = Engine(target)  # fresh: no expansion cache carried between sizes
     with tempfile.TemporaryDirectory() as tmp:
         table = open_memo(Path(tmp) / "memo.db", engine) if memo == "table" else DictMemo()
         search = Search(engine, table)
         t0 = time.perf_counter()
-        imp = search.build(parse_spec(f"Matmul({batch}x{n}x{n}x{n}, {dtype})"))
+        imp = search.build(parse_spec(f"Matmul({batch}x{n}x{n}x{n}, {dtype})", target))
         table.flush()
         wall = time.perf_counter() - t0
         if memo == "table":
@@ -53,6 +54,7 @@ def main(argv=None):
     ap.add_argument(
         "--memo", choices=("table", "dict"), default="table", help="where decisions go (default: a new SQLite table)"
     )
+    ap.add_argument("--target", default="avx2", help="target name or entry file (default avx2)")
     ap.add_argument("--plot", help="write a chart of wall time per size")
     args = ap.parse_args(argv)
     rows = []
@@ -61,7 +63,7 @@ def main(argv=None):
         f"{'clingo calls':>13} {'clingo share':>13} {'cost':>8}"
     )
     for n, b in [(n, b) for n in args.sizes for b in args.batches]:
-        r = run(n, args.dtype, b, args.memo)
+        r = run(n, args.dtype, b, args.memo, args.target)
         rows.append(r)
         print(
             f"{n:>5} {b:>5} {r['wall']:>9.2f} {r['solved']:>13} {r['solved'] / r['wall']:>9.0f} {r['classes']:>17} "

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from itertools import count
 
 from morello_asp.cost import node_cost, node_peak
-from morello_asp.errors import NoImplementationError
+from morello_asp.errors import NoImplementationError, SpecError
 from morello_asp.ir import Impl, SpecHole
 from morello_asp.schedule import node_from_expansion
 from morello_asp.spec import Spec
@@ -251,7 +251,20 @@ class Search:
         with self._stoppable():
             self._prefetch(roots, batch or BATCH)
 
+    def _same_target(self, specs) -> None:
+        """A spec parsed for another target has another limits vector: refused here in
+        one line, not an IndexError deep in the search."""
+        mine = self.target
+        for s in specs:
+            t = s.target
+            if t is not mine and (t.name, t.files) != (mine.name, mine.files):
+                raise SpecError(
+                    f"{s} is a spec for target {t.name}, this search is for {mine.name}: "
+                    f"parse it for that target (parse_spec(text, target))"
+                )
+
     def _prefetch(self, roots, batch: int) -> None:
+        self._same_target(roots)
         load = getattr(self.memo, "load_expansions", None)
         save = getattr(self.memo, "save_expansions", None)
         # The engine's per-class cache (spec without limits -> expansions), which the
@@ -481,6 +494,7 @@ class Search:
 
     def explain(self, spec: Spec) -> list[tuple[Expansion, Decision | None]]:
         """Every applicable rewrite with its optimal cost (None: a sub-spec has no implementation)."""
+        self._same_target((spec,))
         exps = self._expansions(spec)
         self.prefetch(*(c for e in exps for c in e.children))  # every sub-spec solved in batches
         out = [(e, self.evaluate(spec, e)) for e in exps]

@@ -439,15 +439,22 @@ def test_a_benchmark_script_refuses_a_bad_table_in_one_line(tmp_path, script):
     assert str(bad) in errors[0] and "not a memo table" in errors[0], r.stderr
 
 
-def test_panel_width_refuses_a_width_that_does_not_divide_the_size_in_one_line():
-    """benchmarks/panel_width.py checks its widths before it searches: one line, exit 2."""
+def _benchmark_refusal(script: str, *args: str) -> list[str]:
+    """A benchmark script's stderr lines, asserting it exited 2 with no traceback."""
     root = Path(__file__).resolve().parent.parent
     r = subprocess.run(
-        [sys.executable, str(root / "benchmarks" / "panel_width.py"), "--size", "1024", "--widths", "100"],
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, str(root / "benchmarks" / script), *args], capture_output=True, text=True, timeout=120
     )
-    err = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
-    assert err == ["panel_width.py: error: width 100 must be a multiple of 16 that divides 1024"], r.stderr
+    return [ln for ln in r.stderr.splitlines() if ln.strip()]
+
+
+def test_panel_width_refuses_a_width_that_does_not_divide_the_size_in_one_line():
+    """benchmarks/panel_width.py checks its widths before it searches: one line, exit 2."""
+    err = _benchmark_refusal("panel_width.py", "--size", "1024", "--widths", "100")
+    assert err == ["panel_width.py: error: width 100 must be a multiple of 16 that divides 1024"], err
+
+
+def test_synthesis_benchmark_refuses_an_unknown_target_in_one_line():
+    err = _benchmark_refusal("synthesis.py", "--sizes", "4", "--target", "nosuch")
+    assert len(err) == 1 and err[0].startswith("synthesis.py: error: unknown target 'nosuch'"), err

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from morello_asp import parse_spec
-from morello_asp.errors import ScheduleError
+from morello_asp.errors import ScheduleError, SpecError
 from morello_asp.solver.dp import Search
 from morello_asp.solver.engine import get_engine
 from morello_asp.solver.memo import DictMemo
@@ -50,3 +50,13 @@ def test_the_packed_l2_example_holds_only_packed_copies_in_l2():
     assert rep.ok, str(rep)
     err, tol = impl.compile().check()
     assert err <= tol
+
+
+def test_a_spec_of_another_target_is_refused_in_one_line():
+    """A spec parsed for avx2 has avx2's four limits; a search for a five-level target
+    refuses it by name (it used to end in an IndexError inside the search)."""
+    search = Search(get_engine(get_target(str(L2_PACKED))), DictMemo())
+    spec = parse_spec("Matmul(4x4x4, f32)")
+    for call in (search.build, search.solve, search.explain):
+        with pytest.raises(SpecError, match="spec for target avx2, this search is for avx2_l2_packed"):
+            call(spec)
