@@ -3,8 +3,16 @@ the engine's copies (anonymous variables named, solver/anonymous_vars.py), inter
 in one process; each pair's answers must be the same set of atoms.
 
     python benchmarks/grounding.py [--size 16] [--batches 3] [--rounds 5] [--plot out.png]
+    python benchmarks/grounding.py --census 30 [--size 64]
 
 The batches are the largest that a cold search of Matmul SIZE^3 sends to clingo.
+
+--census K: where grounding goes instead, for the largest batch. clingo has no
+per-rule profile, so each rule's positive body is grounded a second time into an atom
+of its own over the body's variables: the count of those atoms is how many body
+matches the grounder made for the rule. Prints the K rules with the most, by file and
+line, and what the rules cost alone (no spec facts: parsing and grounding them is a
+fixed cost of every clingo call).
 """
 
 from __future__ import annotations
@@ -12,8 +20,10 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from pathlib import Path
 
 from morello_asp import parse_spec
+from morello_asp.errors import InputError
 from morello_asp.solver import clingo_run
 from morello_asp.solver.dp import Search
 from morello_asp.solver.engine import Engine
@@ -37,6 +47,74 @@ def batches(n: int, keep: int) -> list[tuple[int, str]]:
     return sorted(seen, key=lambda b: -b[0])[:keep]
 
 
+def census(files: tuple[str, ...], facts: str) -> tuple[list[tuple[int, str, str]], int, float]:
+    """([(body matches, file:line, rule text)], matches in all, grounding seconds) of one
+    clingo call, every rule of `files` given a twin that counts its body's matches: the
+    distinct bindings of the variables its positive atoms name (`_` and variables only an
+    aggregate or comparison binds are not told apart)."""
+    import clingo
+    import clingo.ast as cast
+
+    from morello_asp.solver.logic_files import unsnapshot
+
+    class Names(cast.Transformer):
+        def __init__(self):
+            self.names: list[str] = []
+
+        def visit_Variable(self, v):
+            if v.name != "_" and v.name not in self.names:
+                self.names.append(v.name)
+            return v
+
+    stmts: list = []
+    cast.parse_files(list(files), stmts.append)
+    rules: list[tuple[str, str]] = []
+    ctl = clingo.Control(["--warn=none"])
+    with cast.ProgramBuilder(ctl) as b:
+        for st in stmts:
+            b.add(st)
+            if st.ast_type != cast.ASTType.Rule:
+                continue
+            names = Names()
+            for lit in st.body:  # positive atoms bind the variables an aggregate may not
+                if (
+                    lit.ast_type == cast.ASTType.Literal
+                    and lit.sign == cast.Sign.NoSign
+                    and lit.atom.ast_type == cast.ASTType.SymbolicAtom
+                ):
+                    names(lit)
+            loc = st.location
+            args = [cast.SymbolicTerm(loc, clingo.Number(len(rules)))] + [cast.Variable(loc, v) for v in names.names]
+            head = cast.Literal(loc, cast.Sign.NoSign, cast.SymbolicAtom(cast.Function(loc, "census__", args, 0)))
+            b.add(cast.Rule(loc, head, st.body))
+            where = Path(unsnapshot(loc.begin.filename))
+            lines = where.read_text().splitlines()[loc.begin.line - 1 : loc.end.line]  # the text as the user wrote it
+            rules.append((f"{where.parent.name}/{where.name}:{loc.begin.line}", " ".join(" ".join(lines).split())))
+        cast.parse_string(facts, b.add)
+    t0 = time.perf_counter()
+    ctl.ground([("base", [])])
+    took = time.perf_counter() - t0
+    counts = [0] * len(rules)
+    for name, arity, positive in ctl.symbolic_atoms.signatures:
+        if name == "census__" and positive:
+            for a in ctl.symbolic_atoms.by_signature(name, arity):
+                counts[a.symbol.arguments[0].number] += 1
+    rows = sorted(((n, *rules[k]) for k, n in enumerate(counts) if n), key=lambda r: -r[0])
+    return rows, sum(counts), took
+
+
+def print_census(n: int, top: int, files: tuple[str, ...]) -> None:
+    size, facts = batches(n, 1)[0]
+    rows, total, took = census(files, facts)
+    fixed = [timed(files, "")[0] for _ in range(3)]
+    print(f"Matmul {n}^3, its largest clingo call: {size} spec classes, {total:,} body matches in all")
+    print(f"(grounded with the counting twins in {took:.2f} s; the rules alone, no facts: {min(fixed):.3f} s a call)")
+    print("| body matches | share | rule |")
+    print("|---|---|---|")
+    for matches, where, text in rows[:top]:
+        print(f"| {matches:,} | {matches / total:.1%} | `{where}` {text if len(text) <= 100 else text[:99] + '…'} |")
+
+
 def timed(files: tuple[str, ...], facts: str) -> tuple[float, list[str]]:
     t0 = time.perf_counter()
     rc, text, errs = clingo_run.answer(files, facts)
@@ -52,8 +130,14 @@ def main(argv=None) -> int:
     ap.add_argument("--batches", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--plot", help="write a bar chart of the times")
+    ap.add_argument("--census", type=int, metavar="K", help="print the K rules with the most body matches instead")
     args = ap.parse_args(argv)
     engine = Engine("avx2")
+    if args.census is not None:
+        if args.census < 1:
+            raise InputError(f"--census {args.census}: give how many rules to print (1 or more)")
+        print_census(args.size, args.census, engine._files)
+        return 0
     written = tuple(str(f) for f in engine.files)  # the files as the user reads them
     named = engine._files  # the engine's copies
     rows = []

@@ -247,20 +247,7 @@ def test_cli_runs_and_verifies_a_saved_casting_program(tmp_path, capsys):
     assert "the load sees (f32, RF, row_major), not (i32, RF, row_major)" in out
 
 
-def _matvec_bench():
-    """benchmarks/matvec.py's schedule builders (run here at small sizes)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "matvec.py"
-    spec = importlib.util.spec_from_file_location("matvec_bench", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_matvec_schedules_serial_and_parallel_small():
+def test_matvec_schedules_serial_and_parallel_small(benchmark_script):
     """The benchmark's programs at 1 x 64 x 256 (gemma's [0, 2, 1] weights with the
     interleaved dot product, row-major weights with register tiles), each with a
     parallel tile. The cost model charges a parallel loop ceil(trips / threads) bodies
@@ -271,7 +258,7 @@ def test_matvec_schedules_serial_and_parallel_small():
     from morello_asp.cost import compute_cost
     from morello_asp.ir import Loop
 
-    mv = _matvec_bench()
+    mv = benchmark_script("matvec")
     progs = [mv.gemma_program(64, 256, True), mv.rowmajor_program(64, 256, True, nt=64, kb=16)]
     for imp in progs:
         assert verify(imp).ok
@@ -286,11 +273,11 @@ def test_matvec_schedules_serial_and_parallel_small():
     assert compute_cost(par).main == per_thread * body + tgt.parallel_setup + tgt.parallel_per_iter * per_thread
 
 
-def test_matvec_benchmark_int8_program_at_its_size():
+def test_matvec_benchmark_int8_program_at_its_size(benchmark_script):
     """The benchmark's u8 x i8 -> i16 program at the size it times (256^3): its k-pair
     columns of W are 512 B apart, so it caches them in L1 in k blocks of 128, which the
     aliasing rules admit (all 256 rows at once would not be)."""
-    imp = _matvec_bench().int8_program(256)
+    imp = benchmark_script("matvec").int8_program(256)
     assert verify(imp).ok
     err, tol = imp.compile().check()
     assert err <= tol
