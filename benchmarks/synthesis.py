@@ -3,6 +3,10 @@ of the time clingo (grounding + solving the rule files) takes.
 
     python benchmarks/synthesis.py --sizes 4 8 16 [--batches 1 4] [--plot synth.png]
     python benchmarks/synthesis.py --sizes 64 --target examples/avx2_l2_packed.lp
+    python benchmarks/synthesis.py --sizes 64 --classes 10
+
+--classes K: after each search, the K largest groups of the spec classes it grounded,
+by kind and operand levels (where a rule or a target's new level adds classes).
 
 With --batches, each size runs once per batch (Matmul BxNxNxN), in the order given.
 Each search starts from a new, empty SQLite table, as `synth` does for a user whose
@@ -14,9 +18,11 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from morello_asp import parse_spec
+from morello_asp.errors import InputError
 from morello_asp.solver.dp import Search
 from morello_asp.solver.engine import Engine
 from morello_asp.solver.memo import DictMemo
@@ -43,7 +49,15 @@ def run(n: int, dtype: str = "f32", batch: int = 1, memo: str = "table", target:
         "calls": engine.stats.calls,
         "clingo": engine.stats.seconds,
         "cost": imp.cost.main,
+        "groups": Counter((c.kind, tuple(t.level for t in c.operands)) for c in engine._class_cache),
     }
+
+
+def print_groups(groups: Counter, top: int) -> None:
+    total = sum(groups.values())
+    print(f"  the {min(top, len(groups))} largest of {len(groups)} groups of {total:,} spec classes:")
+    for (kind, levels), k in groups.most_common(top):
+        print(f"  {k:>8,} {k / total:>6.1%}  {kind}({', '.join(levels)})")
 
 
 def main(argv=None):
@@ -55,8 +69,11 @@ def main(argv=None):
         "--memo", choices=("table", "dict"), default="table", help="where decisions go (default: a new SQLite table)"
     )
     ap.add_argument("--target", default="avx2", help="target name or entry file (default avx2)")
+    ap.add_argument("--classes", type=int, metavar="K", help="print the K largest groups of classes grounded")
     ap.add_argument("--plot", help="write a chart of wall time per size")
     args = ap.parse_args(argv)
+    if args.classes is not None and args.classes < 1:
+        raise InputError(f"--classes {args.classes}: give how many groups to print (1 or more)")
     rows = []
     print(
         f"{'n':>5} {'batch':>5} {'wall s':>9} {'specs solved':>13} {'specs/s':>9} {'classes grounded':>17} "
@@ -70,6 +87,8 @@ def main(argv=None):
             f"{r['calls']:>13} {r['clingo'] / r['wall']:>12.0%} {r['cost']:>8}",
             flush=True,
         )
+        if args.classes:
+            print_groups(r["groups"], args.classes)
     if args.plot:
         import matplotlib
 

@@ -1,7 +1,10 @@
-"""benchmarks/grounding.py --census: the body-match count it gives each rule is the
-number of distinct bindings of the rule's positive atoms, by file and line."""
+"""Where a search's work goes: benchmarks/grounding.py --census (each rule's body
+matches: the distinct bindings of its positive atoms, by file and line) and
+benchmarks/synthesis.py --classes (the classes grounded, by kind and operand levels)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 
 def test_census_counts_each_rules_body_matches(tmp_path, benchmark_script):
@@ -15,3 +18,17 @@ def test_census_counts_each_rules_body_matches(tmp_path, benchmark_script):
     assert got[f"{tmp_path.name}/r.lp:3"][0] == 2  # X in 2..3; the two r(_) are not told apart
     assert got[f"{tmp_path.name}/r.lp:4"][0] == 1  # no positive atom: one match
     assert total == 6 + 2 + 1 and [r[0] for r in rows] == sorted((r[0] for r in rows), reverse=True)
+
+
+def test_synthesis_benchmark_groups_every_class_it_grounded(benchmark_script):
+    """benchmarks/synthesis.py --classes: the groups (kind, operand levels) cover
+    exactly the classes the search grounded, the L2 example's with B in its L2."""
+    bench = benchmark_script("synthesis")
+    r = bench.run(2)
+    assert sum(r["groups"].values()) == r["classes"] > 0
+    assert r["groups"][("MatmulAccum", ("GL", "GL", "GL"))] > 0
+    levels = {lv for _, lvs in r["groups"] for lv in lvs}
+    assert levels <= {"RF", "VRF", "L1", "GL"}
+    l2 = bench.run(8, target=str(Path(__file__).resolve().parent.parent / "examples" / "avx2_l2_packed.lp"))
+    assert sum(l2["groups"].values()) == l2["classes"]
+    assert any(kind == "MatmulAccum" and lvs[1] == "L2" for kind, lvs in l2["groups"])
