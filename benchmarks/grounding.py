@@ -11,7 +11,7 @@ The batches are the largest that a cold search of Matmul SIZE^3 sends to clingo.
 per-rule profile, so each rule's positive body is grounded a second time into an atom
 of its own over the body's variables: the count of those atoms is how many body
 matches the grounder made for the rule. Prints the K rules with the most, by file and
-line, and what the rules cost alone (no spec facts: parsing and grounding them is a
+line, the K files with the most, and what the rules cost alone (no spec facts: parsing and grounding them is a
 fixed cost of every clingo call).
 """
 
@@ -113,6 +113,14 @@ def print_census(n: int, top: int, files: tuple[str, ...]) -> None:
     print("|---|---|---|")
     for matches, where, text in rows[:top]:
         print(f"| {matches:,} | {matches / total:.1%} | `{where}` {text if len(text) <= 100 else text[:99] + '…'} |")
+    by_file: dict[str, int] = {}
+    for matches, where, _ in rows:
+        f = where.rsplit(":", 1)[0]
+        by_file[f] = by_file.get(f, 0) + matches
+    print("\n| body matches | share | file |")
+    print("|---|---|---|")
+    for f, matches in sorted(by_file.items(), key=lambda x: -x[1])[:top]:
+        print(f"| {matches:,} | {matches / total:.1%} | `{f}` |")
 
 
 def timed(files: tuple[str, ...], facts: str) -> tuple[float, list[str]]:

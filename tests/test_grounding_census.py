@@ -32,3 +32,20 @@ def test_synthesis_benchmark_groups_every_class_it_grounded(benchmark_script):
     l2 = bench.run(8, target=str(Path(__file__).resolve().parent.parent / "examples" / "avx2_l2_packed.lp"))
     assert sum(l2["groups"].values()) == l2["classes"]
     assert any(kind == "MatmulAccum" and lvs[1] == "L2" for kind, lvs in l2["groups"])
+
+
+def test_census_of_a_cold_search_names_the_rule_files(benchmark_script, capsys):
+    """On the real rules: every rule row names a file and line of encodings/, and the
+    per-file totals add up to the matches in all."""
+    import re
+
+    from morello_asp.solver.engine import Engine
+
+    grounding = benchmark_script("grounding")
+    grounding.print_census(2, 1000, Engine("avx2")._files)
+    out = capsys.readouterr().out
+    total = int(re.search(r"([\d,]+) body matches in all", out).group(1).replace(",", ""))
+    rules_part, files_part = out.split("| body matches | share | file |")
+    assert re.search(r"`rules/tile\.lp:\d+` ", rules_part)
+    files = re.findall(r"^\| ([\d,]+) \| [\d.]+% \| `([\w/.]+\.lp)` \|$", files_part, re.M)
+    assert ("rules/tile.lp" in {f for _, f in files}) and sum(int(n.replace(",", "")) for n, _ in files) == total
