@@ -4,8 +4,6 @@ benchmarks/synthesis.py --classes (the classes grounded, by kind and operand lev
 
 from __future__ import annotations
 
-from pathlib import Path
-
 
 def test_census_counts_each_rules_body_matches(tmp_path, benchmark_script):
     rules = tmp_path / "r.lp"
@@ -22,16 +20,11 @@ def test_census_counts_each_rules_body_matches(tmp_path, benchmark_script):
 
 def test_synthesis_benchmark_groups_every_class_it_grounded(benchmark_script):
     """benchmarks/synthesis.py --classes: the groups (kind, operand levels) cover
-    exactly the classes the search grounded, the L2 example's with B in its L2."""
-    bench = benchmark_script("synthesis")
-    r = bench.run(2)
+    exactly the classes the search grounded, at the target's levels."""
+    r = benchmark_script("synthesis").run(2)
     assert sum(r["groups"].values()) == r["classes"] > 0
     assert r["groups"][("MatmulAccum", ("GL", "GL", "GL"))] > 0
-    levels = {lv for _, lvs in r["groups"] for lv in lvs}
-    assert levels <= {"RF", "VRF", "L1", "GL"}
-    l2 = bench.run(8, target=str(Path(__file__).resolve().parent.parent / "examples" / "avx2_l2_packed.lp"))
-    assert sum(l2["groups"].values()) == l2["classes"]
-    assert any(kind == "MatmulAccum" and lvs[1] == "L2" for kind, lvs in l2["groups"])
+    assert {"RF", "L1", "GL"} <= {lv for _, lvs in r["groups"] for lv in lvs} <= {"RF", "VRF", "L1", "GL"}
 
 
 def test_census_of_a_cold_search_names_the_rule_files(benchmark_script, capsys):
