@@ -8,7 +8,7 @@ from __future__ import annotations
 def test_census_counts_each_rules_body_matches(tmp_path, benchmark_script):
     rules = tmp_path / "r.lp"
     rules.write_text(
-        "% two rules\nq(X, Y) :- p(X), r(Y).\ns(X) :- p(X), r(_), X > 1.\nt(N) :- N = #count { X: p(X) }.\n"
+        "% three rules\nq(X, Y) :- p(X), r(Y).\ns(X) :- p(X), r(_), X > 1.\nt(N) :- N = #count { X: p(X) }.\n"
     )
     rows, total, _ = benchmark_script("grounding").census((str(rules),), "p(1..3). r(1..2).")
     got = {where: (n, text) for n, where, text in rows}
