@@ -69,6 +69,7 @@ def census(files: tuple[str, ...], facts: str) -> tuple[list[tuple[int, str, str
     stmts: list = []
     cast.parse_files(list(files), stmts.append)
     rules: list[tuple[str, str]] = []
+    texts: dict[Path, list[str]] = {}  # each file's lines, as the user wrote them
     ctl = clingo.Control(["--warn=none"])
     with cast.ProgramBuilder(ctl) as b:
         for st in stmts:
@@ -88,7 +89,9 @@ def census(files: tuple[str, ...], facts: str) -> tuple[list[tuple[int, str, str
             head = cast.Literal(loc, cast.Sign.NoSign, cast.SymbolicAtom(cast.Function(loc, "census__", args, 0)))
             b.add(cast.Rule(loc, head, st.body))
             where = Path(unsnapshot(loc.begin.filename))
-            lines = where.read_text().splitlines()[loc.begin.line - 1 : loc.end.line]  # the text as the user wrote it
+            if where not in texts:
+                texts[where] = where.read_text().splitlines()
+            lines = texts[where][loc.begin.line - 1 : loc.end.line]
             rules.append((f"{where.parent.name}/{where.name}:{loc.begin.line}", " ".join(" ".join(lines).split())))
         cast.parse_string(facts, b.add)
     t0 = time.perf_counter()

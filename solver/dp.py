@@ -253,11 +253,12 @@ class Search:
 
     def _same_target(self, specs) -> None:
         """A spec parsed for another target has another limits vector: refused here in
-        one line, not an IndexError deep in the search."""
+        one line, not an IndexError deep in the search. (A target is one object per set
+        of files, but a spec unpickled in a worker carries a copy: files decide.)"""
         mine = self.target
         for s in specs:
             t = s.target
-            if t is not mine and (t.name, t.files) != (mine.name, mine.files):
+            if t is not mine and t.files != mine.files:
                 raise SpecError(
                     f"{s} is a spec for target {t.name}, this search is for {mine.name}: "
                     f"parse it for that target (parse_spec(text, target))"

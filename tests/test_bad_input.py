@@ -418,35 +418,27 @@ def test_help_documents_exit_statuses(capsys):
     assert "--debug" in out and "MORELLO_ASP_GROUND_TIMEOUT" in out
 
 
+def _benchmark_refusal(script: str, *args: str, timeout: float = 120) -> list[str]:
+    """A benchmark script's stderr lines, asserting it exited 2 with no traceback."""
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / script), *args], capture_output=True, text=True, timeout=timeout
+    )
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    return [ln for ln in r.stderr.splitlines() if ln.strip()]
+
+
 @pytest.mark.parametrize("script", ["softmax.py", "conv.py"])
 def test_a_benchmark_script_refuses_a_bad_table_in_one_line(tmp_path, script):
     """The benchmark scripts README points to have the CLI's error boundary: a memo table
     that is not one (or was built by other rules) is one line and exit 2, not a traceback."""
     bad = tmp_path / "bad.db"
     bad.write_text("not a table\n")
-    root = Path(__file__).resolve().parent.parent
     args = ["--only", "1x16384", "--no-torch"] if script == "softmax.py" else ["--only", "1x64x256x56x56x1x1"]
-    r = subprocess.run(
-        [sys.executable, str(root / "benchmarks" / script), "--db", str(bad), "--rounds", "1", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    err = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    err = _benchmark_refusal(script, "--db", str(bad), "--rounds", "1", *args, timeout=300)
     errors = [ln for ln in err if "error" in ln]  # progress lines (conv.py's) may precede it
-    assert len(errors) == 1 and err[-1] == errors[0], r.stderr
-    assert str(bad) in errors[0] and "not a memo table" in errors[0], r.stderr
-
-
-def _benchmark_refusal(script: str, *args: str) -> list[str]:
-    """A benchmark script's stderr lines, asserting it exited 2 with no traceback."""
-    root = Path(__file__).resolve().parent.parent
-    r = subprocess.run(
-        [sys.executable, str(root / "benchmarks" / script), *args], capture_output=True, text=True, timeout=120
-    )
-    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
-    return [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(errors) == 1 and err[-1] == errors[0], err
+    assert str(bad) in errors[0] and "not a memo table" in errors[0], err
 
 
 def test_panel_width_refuses_a_width_that_does_not_divide_the_size_in_one_line():
