@@ -30,8 +30,9 @@ from morello_asp.solver.engine import Engine
 from morello_asp.solver.memo import DictMemo
 
 
-def batches(n: int, keep: int) -> list[tuple[int, str]]:
-    """(classes, facts) of the `keep` largest clingo calls of a cold Matmul n^3 search."""
+def batches(n: int, keep: int, found: list | None = None) -> list[tuple[int, str]]:
+    """(classes, facts) of the `keep` largest clingo calls of a cold Matmul n^3 search;
+    the program it found is appended to `found`, if given."""
     seen: list[tuple[int, str]] = []
     submit = clingo_run.submit
 
@@ -41,7 +42,9 @@ def batches(n: int, keep: int) -> list[tuple[int, str]]:
 
     clingo_run.submit = record
     try:
-        Search(Engine("avx2"), DictMemo()).build(parse_spec(f"Matmul({n}x{n}x{n}, f32)"))
+        imp = Search(Engine("avx2"), DictMemo()).build(parse_spec(f"Matmul({n}x{n}x{n}, f32)"))
+        if found is not None:
+            found.append(imp)
     finally:
         clingo_run.submit = submit
     return sorted(seen, key=lambda b: -b[0])[:keep]
@@ -106,8 +109,10 @@ def census(files: tuple[str, ...], facts: str) -> tuple[list[tuple[int, str, str
     return rows, sum(counts), took
 
 
-def print_census(n: int, top: int, files: tuple[str, ...]) -> None:
-    size, facts = batches(n, 1)[0]
+def print_census(n: int, top: int, files: tuple[str, ...]):
+    """Print the census of Matmul n^3's largest call; return the program the search found."""
+    found: list = []
+    size, facts = batches(n, 1, found)[0]
     rows, total, took = census(files, facts)
     fixed = [timed(files, "")[0] for _ in range(3)]
     print(f"Matmul {n}^3, its largest clingo call: {size} spec classes, {total:,} body matches in all")
@@ -124,6 +129,7 @@ def print_census(n: int, top: int, files: tuple[str, ...]) -> None:
     print("|---|---|---|")
     for f, matches in sorted(by_file.items(), key=lambda x: -x[1])[:top]:
         print(f"| {matches:,} | {matches / total:.1%} | `{f}` |")
+    return found[0]
 
 
 def timed(files: tuple[str, ...], facts: str) -> tuple[float, list[str]]:

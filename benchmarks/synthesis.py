@@ -49,6 +49,7 @@ def run(n: int, dtype: str = "f32", batch: int = 1, memo: str = "table", target:
         "calls": engine.stats.calls,
         "clingo": engine.stats.seconds,
         "cost": imp.cost.main,
+        "program": imp,
         "groups": Counter((c.kind, tuple(t.level for t in c.operands)) for c in engine._class_cache),
     }
 

@@ -22,6 +22,8 @@ def test_synthesis_benchmark_groups_every_class_it_grounded(benchmark_script):
     """benchmarks/synthesis.py --classes: the groups (kind, operand levels) cover
     exactly the classes the search grounded, at the target's levels."""
     r = benchmark_script("synthesis").run(2)
+    err, tol = r["program"].compile().check()  # the program it found matches numpy
+    assert err <= tol
     assert sum(r["groups"].values()) == r["classes"] > 0
     assert r["groups"][("MatmulAccum", ("GL", "GL", "GL"))] > 0
     assert {"RF", "L1", "GL"} <= {lv for _, lvs in r["groups"] for lv in lvs} <= {"RF", "VRF", "L1", "GL"}
@@ -35,7 +37,9 @@ def test_census_of_a_cold_search_names_the_rule_files(benchmark_script, capsys):
     from morello_asp.solver.engine import Engine
 
     grounding = benchmark_script("grounding")
-    grounding.print_census(2, 1000, Engine("avx2")._files)
+    program = grounding.print_census(2, 1000, Engine("avx2")._files)
+    err, tol = program.compile().check()  # the search the census came from found a correct program
+    assert err <= tol
     out = capsys.readouterr().out
     total = int(re.search(r"([\d,]+) body matches in all", out).group(1).replace(",", ""))
     rules_part, files_part = out.split("| body matches | share | file |")
