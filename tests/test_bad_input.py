@@ -447,6 +447,11 @@ def test_panel_width_refuses_a_width_that_does_not_divide_the_size_in_one_line()
     assert err == ["panel_width.py: error: width 100 must be a multiple of 16 that divides 1024"], err
 
 
+def test_pruning_benchmark_refuses_an_upper_bound_below_the_optimum_in_one_line():
+    err = _benchmark_refusal("pruning.py", "--size", "4", "--factors", "1", "0.5")
+    assert err == ["pruning.py: error: --factors 0.5: an upper bound is at least the optimum (a factor of 1 or more)"], err
+
+
 def test_synthesis_benchmark_refuses_an_unknown_target_in_one_line():
     err = _benchmark_refusal("synthesis.py", "--sizes", "4", "--target", "nosuch")
     assert len(err) == 1 and err[0].startswith("synthesis.py: error: unknown target 'nosuch'"), err

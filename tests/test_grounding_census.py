@@ -46,3 +46,17 @@ def test_census_of_a_cold_search_names_the_rule_files(benchmark_script, capsys):
     assert re.search(r"`rules/tile\.lp:\d+` ", rules_part)
     files = re.findall(r"^\| ([\d,]+) \| [\d.]+% \| `([\w/.]+\.lp)` \|$", files_part, re.M)
     assert ("rules/tile.lp" in {f for _, f in files}) and sum(int(n.replace(",", "")) for n, _ in files) == total
+
+
+def test_pruning_benchmark_bounds_are_admissible_and_prune_at_a_tight_upper_bound(benchmark_script):
+    """benchmarks/pruning.py: no spec's lower bound exceeds its optimum; with the optimum
+    as upper bound fewer classes are reached than with a looser one, and with no bound
+    at all every class the exact search needed (none more)."""
+    pruning = benchmark_script("pruning")
+    r = pruning.run(4, [1.0, 1.25, 1e9])
+    err, tol = r["program"].compile().check()  # the exact search's program matches numpy
+    assert err <= tol
+    assert r["over"] == [] and r["extra"] == 0
+    assert r["rate"]["Matmul"] == r["rate"]["MatmulAccum"] > 0  # Matmul's work is done by MatmulAccum kernels
+    got = r["reached"]
+    assert 0 < got[1.0] < got[1.25] < got[1e9] == r["classes"], got
