@@ -141,7 +141,9 @@ def main(argv=None):
     print(f"Matmul {args.size}^3: optimum {r['cost']:,}, {r['classes']:,} classes grounded by the exact search")
     print(f"  cheapest kernel cost per point: {rates}")
     if r["over"]:
-        print(f"  the bounds are NOT admissible: {len(r['over'])} specs' bound exceeds their optimum, e.g. {r['over'][0]}")
+        print(
+            f"  the bounds are NOT admissible: {len(r['over'])} specs' bound exceeds their optimum, e.g. {r['over'][0]}"
+        )
         return 1
     print("  every bound is at most the optimum it bounds")
     if r["extra"]:

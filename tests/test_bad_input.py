@@ -449,7 +449,9 @@ def test_panel_width_refuses_a_width_that_does_not_divide_the_size_in_one_line()
 
 def test_pruning_benchmark_refuses_an_upper_bound_below_the_optimum_in_one_line():
     err = _benchmark_refusal("pruning.py", "--size", "4", "--factors", "1", "0.5")
-    assert err == ["pruning.py: error: --factors 0.5: an upper bound is at least the optimum (a factor of 1 or more)"], err
+    assert err == [
+        "pruning.py: error: --factors 0.5: an upper bound is at least the optimum (a factor of 1 or more)"
+    ], err
 
 
 def test_synthesis_benchmark_refuses_an_unknown_target_in_one_line():
