@@ -5,6 +5,7 @@ option instead of a failure deep inside (argparse prefixes "argument --NAME: ").
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from pathlib import Path
 
@@ -53,6 +54,8 @@ def output_file(what: str = "output file"):
             raise argparse.ArgumentTypeError(f"{text} is a directory; give a file name")
         if not p.parent.is_dir():
             raise argparse.ArgumentTypeError(f"cannot write {text}: directory {p.parent} does not exist")
+        if not os.access(p if p.exists() else p.parent, os.W_OK):
+            raise argparse.ArgumentTypeError(f"cannot write {text}: permission denied")
         return text
 
     parse.__name__ = what

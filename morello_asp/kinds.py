@@ -777,6 +777,30 @@ def summary() -> str:
     return ", ".join(parts) + ", Compose((...))"
 
 
+def unknown_kind_hint(name: str) -> str:
+    """What a user probably meant by a kind name that is not one: a family named without
+    its dimension (`Softmax` for Softmax0..3) or with one it lacks, or a near spelling
+    (`MatMul`). '' if nothing is near."""
+    import difflib
+    import re
+
+    names = sorted(all_kinds())
+    m = re.fullmatch(r"(.*?)(\d*)", name)
+    base = m.group(1) if m else name
+    family = sorted((n for n in names if re.fullmatch(re.escape(base) + r"\d+", n)), key=lambda n: int(n[len(base) :]))
+    if family:
+        ex = family[min(1, len(family) - 1)]
+        return (
+            f"{base} works along one dimension, written after its name: {family[0]}..{family[-1]} "
+            f"(e.g. {ex}(...) along dimension {ex[len(base) :]})"
+        )
+    near = difflib.get_close_matches(name, names, n=1, cutoff=0.75)
+    if not near:
+        lower = {n.lower(): n for n in names}
+        near = [lower[name.lower()]] if name.lower() in lower else []
+    return f"did you mean {near[0]}?" if near else ""
+
+
 def accum_pairs() -> list[tuple[str, str]]:
     """(accumulating kind, its base kind) for every pair."""
     return [(k.name, k.accum_of) for k in all_kinds().values() if k.accum_of]

@@ -12,6 +12,7 @@ from .dtypes import Dtype
 from .errors import SpecError, SpecSyntaxError, SpecTypeError
 from .kinds import kind as get_kind
 from .kinds import summary as kinds_summary
+from .kinds import unknown_kind_hint
 from .layout import Layout, LayoutError
 from .schedulable import Schedulable
 from .target import Target, as_target, get_target
@@ -437,6 +438,9 @@ def parse_spec(text: str, target: Target | str | None = None, buffers: bool = Tr
     try:
         k = get_kind(kname)
     except ValueError:
+        hint = unknown_kind_hint(kname)
+        if hint:
+            raise SpecSyntaxError(f"unknown spec kind {kname!r}: {hint}") from None
         p.pos = 0
         p.error(f"a spec kind (one of {kinds_summary()})")
     p.eat("(")

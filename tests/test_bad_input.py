@@ -54,6 +54,9 @@ SPECS = [
     ("Matmul(0x4x4, f32)", "at least 1"),
     ("Matmul(4x4x4, f33)", "a dtype (one of"),
     ("Convolve(4x4x4, f32)", "a spec kind (one of"),
+    ("Softmax(4x8, f32)", "Softmax works along one dimension, written after its name: Softmax0..Softmax3"),
+    ("Max7(4x8, f32)", "Max0..Max3"),
+    ("MatMul(4x4x4, f32)", "unknown spec kind 'MatMul': did you mean Matmul?"),
     ("", "expected a spec kind"),
     ("Matmul(4x4x4, f32", "')'"),
     ("Matmul(4x4x4, f32) extra", "end of spec"),
@@ -94,6 +97,16 @@ def test_parse_spec_api_raises_package_errors():
         parse_spec("Matmul(٤x4x4, f32)")
     with pytest.raises(MorelloError):
         parse_spec(full(lim=2**31))
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, where no file can be created")
+@pytest.mark.parametrize("option", ["--out", "--graph"])
+def test_an_output_file_that_cannot_be_written_is_one_line(capsys, option):
+    """The directory exists (the argument check passes, and for root every directory is
+    writable to access(2)), but the write fails: one line naming the file, exit 2."""
+    path = f"/proc/morello-asp-test{'.json' if option == '--out' else '.dot'}"
+    rc, _, err = run_main(capsys, ["synth", TINY, "-q", "--no-db", option, path])
+    check_one_line(rc, err, 2, f"cannot write {path}:")
 
 
 # ---------------------------------------------------------------------------- options
