@@ -187,7 +187,7 @@ def _freeze_at_exit() -> None:
 
 # For as long as a search runs, the youngest generation is collected every 10,000 new
 # objects, not 700: nearly everything the search makes is kept, so a young collection
-# finds little (README, "A lighter main process": fewer collections, the same peak
+# finds little (docs/search_speed.md, "A lighter main process": fewer collections, the same peak
 # memory).
 _YOUNG = 10_000
 _tuned = 0  # searches running in this process (one may call another)

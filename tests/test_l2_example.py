@@ -1,4 +1,4 @@
-"""examples/avx2_l2.lp, the five-level target README's "Declaring the L2" measured: a user
+"""examples/avx2_l2.lp, the five-level target docs/default_matmul.md's "Declaring the L2" measured: a user
 can pass it by path, and what it synthesizes goes through L2 and matches numpy."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ L2_PACKED = Path(__file__).parent.parent / "examples" / "avx2_l2_packed.lp"
 
 
 def test_the_packed_l2_example_holds_only_packed_copies_in_l2():
-    """examples/avx2_l2_packed.lp (README, "What does close most of it"): B packed into
+    """examples/avx2_l2_packed.lp (docs/default_matmul.md, "What does close most of it"): B packed into
     its L2 is allowed, and the rest of the program is synthesized and matches numpy; a
     cache move of a view into that L2 is not offered."""
     t = get_target(str(L2_PACKED))

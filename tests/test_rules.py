@@ -47,7 +47,7 @@ def test_broadcast_vec_mult_add_applies_with_cost_3():
 
 def test_a_broadcast_from_l1_costs_what_one_from_a_register_does():
     # vbroadcastss from memory is one load: the row of a 6 x 16 block must not pay lhs's
-    # m(t) on top of the broadcast (that priced the 2 x 32 block below it; README "A
+    # m(t) on top of the broadcast (that priced the 2 x 32 block below it; docs/default_matmul.md "A
     # broadcast costs one load"). 2 * (16 / 8) + 1 for lhs in RF and in L1 alike.
     wide = ACCUM.replace("1x1x1x8", "1x1x1x16")
     atoms = solve([parse_spec(wide), parse_spec(wide.replace("(f32, RF, row_major)", "(f32, L1, row_major)"))])

@@ -1,7 +1,7 @@
 """The search leaves no garbage to Python's cyclic collector and gives it back as it
 found it. A reference cycle through clingo's futures once kept every parsed answer alive
 until a full collection, and full collections of the search's ever-growing heap were a
-third of the main process's time (README, "The cyclic garbage collector")."""
+third of the main process's time (docs/search_speed.md, "Python's cyclic garbage collector")."""
 
 from __future__ import annotations
 
