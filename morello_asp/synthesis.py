@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .default_table import DEFAULT_TABLE
+from .errors import SpecTypeError
 from .ir import Impl
 from .spec import Spec, parse_spec
 from .target import Target, as_target
@@ -69,6 +70,8 @@ def synthesize(
     outer loops."""
     if isinstance(spec, str):
         spec = parse_spec(spec, target, rules=rules)
+    elif not isinstance(spec, Spec):
+        raise SpecTypeError(f"synthesize expects a Spec or spec text, got {type(spec).__name__}")
     elif target is not None and as_target(target) is not spec.target:
         spec = parse_spec(spec.text(), target)
     partial = None

@@ -270,6 +270,10 @@ def connect(path, create: bool = False) -> sqlite3.Connection:
             raise MemoError(f"no memo table at {p}")
         if not p.parent.is_dir():
             raise MemoError(f"cannot create memo table {p}: directory {p.parent} does not exist")
+        try:  # an empty file is an empty SQLite database; SQLite's own error would call it damaged
+            p.touch(exist_ok=True)
+        except OSError as e:
+            raise MemoError(f"cannot create memo table {p}: {e.strerror}") from None
     elif not _OPEN.get(_file_id(p) or (0, 0)):
         try:
             with open(p, "rb") as f:

@@ -100,6 +100,28 @@ def test_parse_spec_api_raises_package_errors():
 
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, where no file can be created")
+def test_a_memo_table_that_cannot_be_created_is_named_so(capsys):
+    """Not "damaged or truncated" (SQLite's error for a file it cannot open): the table
+    cannot be created, and the reason; the API raises the same MemoError."""
+    from morello_asp.errors import MemoError
+    from morello_asp.synthesis import synthesize
+
+    rc, _, err = run_main(capsys, ["synth", TINY, "-q", "--db", "/proc/morello-asp-test.db"])
+    check_one_line(rc, err, 2, "cannot create memo table /proc/morello-asp-test.db: No such file or directory")
+    with pytest.raises(MemoError, match="cannot create memo table"):
+        synthesize(TINY, db="/proc/morello-asp-test.db")
+
+
+def test_synthesize_refuses_what_is_not_a_spec():
+    from morello_asp.errors import SpecTypeError
+    from morello_asp.synthesis import synthesize
+
+    for bad in (12, None, b"Matmul(2x2x2, f32)"):
+        with pytest.raises(SpecTypeError, match="synthesize expects a Spec or spec text"):
+            synthesize(bad)
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, where no file can be created")
 @pytest.mark.parametrize("option", ["--out", "--graph"])
 def test_an_output_file_that_cannot_be_written_is_one_line(capsys, option):
     """The directory exists (the argument check passes, and for root every directory is
