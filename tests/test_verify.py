@@ -91,6 +91,24 @@ def test_oversized_register_tile_refuted():
     assert not rep.ok and "capacity 16" in str(rep)
 
 
+def test_a_move_whose_body_has_another_shape_is_refuted_and_not_run(tmp_path, capsys):
+    """A saved program edited by hand: the root says 4x4x5, its move's body still 4x4x4.
+    Each node's C follows its own spec, so this must not prove (it did: 31 of 31)."""
+    from morello_asp.synthesis import synthesize
+
+    good = tmp_path / "good.json"
+    save(synthesize("Matmul(4x4x4, f32)", db=None), good)
+    text = good.read_text()
+    bad = tmp_path / "bad.json"
+    bad.write_text(text.replace("Matmul(1x4x4x4", "Matmul(1x4x4x5", 1))
+    assert main(["verify", str(good)]) == 0
+    assert main(["verify", str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "the move of operand 0 keeps the kind, the shape and the other operands: the body is Matmul(1x4x4x4" in out
+    assert main(["run", str(bad)]) == 1  # not proved legal, not run
+    assert "not proved legal" in capsys.readouterr().err
+
+
 def test_cli_verify_layout_and_program(tmp_path, capsys):
     assert main(["verify", "--layout", "[1, 0, 1 p(4)]", "--shape", "6x8"]) == 0
     assert main(["verify", "--layout", "[0, 1 p(4)]", "--shape", "6x8"]) == 1

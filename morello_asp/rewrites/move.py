@@ -206,6 +206,7 @@ class Move(Rewrite):
             if bad
             else Obligation(what, "proved")
         )
+        obs.append(_same_spec_around(node))
         return obs
 
     def box_obligations(self, prover, head, seq, sp, a):
@@ -262,3 +263,26 @@ class Move(Rewrite):
                 )
             )
         return obs
+
+
+def _same_spec_around(node):
+    """A move changes one operand's buffer and nothing else: its body is the same kind
+    and shape with the other operands as they were, and its load and store move the
+    operand's whole shape. (A program file edited by hand could say otherwise, and the
+    C is generated from what each node says.)"""
+    from morello_asp.solver.verify import Obligation
+
+    spec, body = node.spec, node.body.spec
+    what = f"{spec.short()}: the move of operand {node.operand} keeps the kind, the shape and the other operands"
+    bad = []
+    if body.kind != spec.kind or tuple(body.shape) != tuple(spec.shape) or len(body.operands) != len(spec.operands):
+        bad.append(f"the body is {body.short()}")
+    else:
+        for i, (was, now) in enumerate(zip(spec.operands, body.operands)):
+            if i != node.operand and (was.dtype, was.level, was.layout) != (now.dtype, now.level, now.layout):
+                bad.append(f"the body's operand {i} is {now.text()}, not {was.text()}")
+    shape = tuple(spec.operand_shapes[node.operand])
+    for who, child in (("the load", node.load), ("the store", node.store)):
+        if child is not None and tuple(child.spec.shape) != shape:
+            bad.append(f"{who} moves {'x'.join(map(str, child.spec.shape))}, not {'x'.join(map(str, shape))}")
+    return Obligation(what, "refuted", "; ".join(bad)) if bad else Obligation(what, "proved")
