@@ -74,6 +74,30 @@ def test_off_by_one_tile_refuted():
     assert not rep.ok and "covered by" in str(rep)
 
 
+def test_a_tile_body_over_other_tensors_is_refuted():
+    """The body of a tile views the parent's operands: the same dtype, level and vector
+    size (a body claiming registers or another dtype proved before)."""
+    loop = parse_spec("Matmul(8x8x8, f32)").tile([1, 4, 8, 8])
+    body = loop.body
+    assert verify(loop).ok
+    for change in ({"level": "L1"}, {"dtype": body.spec.operands[0].dtype.parse("i32")}):
+        ops = list(body.spec.operands)
+        ops[0] = dataclasses.replace(ops[0], **change)
+        wrong = dataclasses.replace(body.spec, operands=tuple(ops))
+        rep = verify(Loop(loop.spec, loop.tile_shape, False, type(body)(wrong)))
+        assert not rep.ok and "the body's operand 0 is" in str(rep), str(rep)
+
+
+def test_a_fill_over_another_tensor_is_refuted():
+    block = parse_spec("Matmul(8x8x8, f32)").to_accum()
+    assert verify(block).ok
+    fill = block.stmts[0]
+    ops = [dataclasses.replace(fill.spec.operands[0], level="L1")]
+    wrong = type(fill)(dataclasses.replace(fill.spec, operands=tuple(ops)))
+    rep = verify(dataclasses.replace(block, stmts=(wrong, *block.stmts[1:])))
+    assert not rep.ok and "(f32, L1, row_major) runs on (f32, GL, row_major)" in str(rep), str(rep)
+
+
 def test_missing_boundary_refuted():
     loop = parse_spec("Matmul(7x8x8, f32)").tile([1, 4, 8, 8])
     bad = Loop(loop.spec, loop.tile_shape, False, loop.body, ())

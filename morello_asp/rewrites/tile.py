@@ -165,6 +165,17 @@ class Tile(Rewrite):
             if exp == got
             else Obligation(what, "refuted", f"expected {exp}, program has {got}")
         )
+        what = f"{name}: body and boundaries are the spec's kind over the same tensors"
+        bad = []
+        for label, child in zip(["body"] + [f"boundary {i}" for i in range(len(loop.boundaries))], children_of(loop)):
+            c = child.spec
+            if c.kind != spec.kind or len(c.operands) != len(spec.operands):
+                bad.append(f"the {label} is {c.short()}")
+                continue
+            for i, (was, now) in enumerate(zip(spec.operands, c.operands)):
+                if (was.dtype, was.level, was.vector_size) != (now.dtype, now.level, now.vector_size):
+                    bad.append(f"the {label}'s operand {i} is {now.text()}, a view of {was.text()}")
+        out.append(Obligation(what, "refuted", "; ".join(bad[:2])) if bad else Obligation(what, "proved"))
         red = [d for d in spec.k.reduction(len(shape)) if tile[d] != shape[d]]
         what = f"{name}: reductions split only where legal"
         if red and not spec.k.is_accum:
@@ -471,3 +482,8 @@ def _pack_split(d: int, t: int, n: int, views: list[View], access) -> int | None
                 ):
                     return pd.size
     return None
+
+
+def children_of(loop):
+    """A loop's body, then its boundary bodies."""
+    return [loop.body, *loop.boundaries]

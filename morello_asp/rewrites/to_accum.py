@@ -93,11 +93,14 @@ class ToAccum(Rewrite):
         shapes_ok = node.stmts[-1].spec.shape == node.spec.shape and all(
             tuple(c.spec.shape) == tuple(node.spec.operand_shapes[o]) for c, o in zip(node.stmts, ka.filled)
         )
-        return [
-            Obligation(what, "proved")
-            if shapes_ok
-            else Obligation(what, "refuted", "a child's shape is not the operand's or the spec's it runs on")
-        ]
+        if not shapes_ok:
+            return [Obligation(what, "refuted", "a child's shape is not the operand's or the spec's it runs on")]
+        # Each fill runs on its operand's tensor, the accumulating variant on all of them.
+        fields = lambda t: (t.dtype, t.level, t.vector_size)  # noqa: E731
+        pairs = [(c.spec.operands[0], node.spec.operands[o]) for c, o in zip(node.stmts, ka.filled)]
+        pairs += list(zip(node.stmts[-1].spec.operands, node.spec.operands))
+        bad = [f"{now.text()} runs on {was.text()}" for now, was in pairs if fields(now) != fields(was)]
+        return [Obligation(what, "refuted", bad[0]) if bad else Obligation(what, "proved")]
 
     def box_obligations(self, prover, head, seq, sp, a):
         from morello_asp.solver.verify_boxes import BoxObligation
