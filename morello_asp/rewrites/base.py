@@ -137,6 +137,13 @@ class Rewrite(ABC):
 _TERM = re.compile(r"([a-z_][A-Za-z0-9_]*)(?:\((.*)\))?$", re.S)
 
 
+def view_fields(t) -> tuple:
+    """What a view shares with the tensor it views (a tile, a fill, a move's other
+    operands): dtype, level and vector size. Its layout's text may differ (a view's
+    layout is canonical for its own shape)."""
+    return (t.dtype, t.level, t.vector_size)
+
+
 def split_term(text: str) -> tuple[str, list[str]]:
     """`f(a,g(b,c),"x,y")` -> ("f", ["a", "g(b,c)", '"x,y"']): an action term as clingo
     prints it, split at its top-level commas (terms may nest to any depth)."""

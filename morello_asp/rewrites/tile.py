@@ -20,7 +20,7 @@ from morello_asp.errors import ScheduleError
 from morello_asp.ir import Loop, loop_regions
 
 from .action import Action
-from .base import Rewrite
+from .base import Rewrite, view_fields
 
 if TYPE_CHECKING:
     from morello_asp.codegen.emit import Emitter, View
@@ -167,13 +167,14 @@ class Tile(Rewrite):
         )
         what = f"{name}: body and boundaries are the spec's kind over the same tensors"
         bad = []
-        for label, child in zip(["body"] + [f"boundary {i}" for i in range(len(loop.boundaries))], children_of(loop)):
+        labels = ["body"] + [f"boundary {i}" for i in range(len(loop.boundaries))]
+        for label, child in zip(labels, [loop.body, *loop.boundaries]):
             c = child.spec
             if c.kind != spec.kind or len(c.operands) != len(spec.operands):
                 bad.append(f"the {label} is {c.short()}")
                 continue
             for i, (was, now) in enumerate(zip(spec.operands, c.operands)):
-                if (was.dtype, was.level, was.vector_size) != (now.dtype, now.level, now.vector_size):
+                if view_fields(was) != view_fields(now):
                     bad.append(f"the {label}'s operand {i} is {now.text()}, a view of {was.text()}")
         out.append(Obligation(what, "refuted", "; ".join(bad[:2])) if bad else Obligation(what, "proved"))
         red = [d for d in spec.k.reduction(len(shape)) if tile[d] != shape[d]]
@@ -482,8 +483,3 @@ def _pack_split(d: int, t: int, n: int, views: list[View], access) -> int | None
                 ):
                     return pd.size
     return None
-
-
-def children_of(loop):
-    """A loop's body, then its boundary bodies."""
-    return [loop.body, *loop.boundaries]

@@ -16,7 +16,7 @@ from typing import Any
 from morello_asp.ir import Block
 
 from .action import Action
-from .base import Rewrite
+from .base import Rewrite, view_fields
 
 
 def action() -> Action:
@@ -96,10 +96,9 @@ class ToAccum(Rewrite):
         if not shapes_ok:
             return [Obligation(what, "refuted", "a child's shape is not the operand's or the spec's it runs on")]
         # Each fill runs on its operand's tensor, the accumulating variant on all of them.
-        fields = lambda t: (t.dtype, t.level, t.vector_size)  # noqa: E731
         pairs = [(c.spec.operands[0], node.spec.operands[o]) for c, o in zip(node.stmts, ka.filled)]
         pairs += list(zip(node.stmts[-1].spec.operands, node.spec.operands))
-        bad = [f"{now.text()} runs on {was.text()}" for now, was in pairs if fields(now) != fields(was)]
+        bad = [f"{now.text()} runs on {was.text()}" for now, was in pairs if view_fields(now) != view_fields(was)]
         return [Obligation(what, "refuted", bad[0]) if bad else Obligation(what, "proved")]
 
     def box_obligations(self, prover, head, seq, sp, a):
