@@ -24,15 +24,16 @@ from pathlib import Path
 
 from morello_asp import parse_spec
 from morello_asp.errors import InputError
+from morello_asp.ir import Impl
 from morello_asp.solver import clingo_run
 from morello_asp.solver.dp import Search
 from morello_asp.solver.engine import Engine
 from morello_asp.solver.memo import DictMemo
 
 
-def batches(n: int, keep: int, found: list | None = None) -> list[tuple[int, str]]:
-    """(classes, facts) of the `keep` largest clingo calls of a cold Matmul n^3 search;
-    the program it found is appended to `found`, if given."""
+def batches(n: int, keep: int) -> tuple[list[tuple[int, str]], Impl]:
+    """(classes, facts) of the `keep` largest clingo calls of a cold Matmul n^3 search,
+    and the program it found."""
     seen: list[tuple[int, str]] = []
     submit = clingo_run.submit
 
@@ -43,11 +44,9 @@ def batches(n: int, keep: int, found: list | None = None) -> list[tuple[int, str
     clingo_run.submit = record
     try:
         imp = Search(Engine("avx2"), DictMemo()).build(parse_spec(f"Matmul({n}x{n}x{n}, f32)"))
-        if found is not None:
-            found.append(imp)
     finally:
         clingo_run.submit = submit
-    return sorted(seen, key=lambda b: -b[0])[:keep]
+    return sorted(seen, key=lambda b: -b[0])[:keep], imp
 
 
 def census(files: tuple[str, ...], facts: str) -> tuple[list[tuple[int, str, str]], int, float]:
@@ -111,8 +110,8 @@ def census(files: tuple[str, ...], facts: str) -> tuple[list[tuple[int, str, str
 
 def print_census(n: int, top: int, files: tuple[str, ...]):
     """Print the census of Matmul n^3's largest call; return the program the search found."""
-    found: list = []
-    size, facts = batches(n, 1, found)[0]
+    calls, program = batches(n, 1)
+    size, facts = calls[0]
     rows, total, took = census(files, facts)
     fixed = [timed(files, "")[0] for _ in range(3)]
     print(f"Matmul {n}^3, its largest clingo call: {size} spec classes, {total:,} body matches in all")
@@ -129,7 +128,7 @@ def print_census(n: int, top: int, files: tuple[str, ...]):
     print("|---|---|---|")
     for f, matches in sorted(by_file.items(), key=lambda x: -x[1])[:top]:
         print(f"| {matches:,} | {matches / total:.1%} | `{f}` |")
-    return found[0]
+    return program
 
 
 def timed(files: tuple[str, ...], facts: str) -> tuple[float, list[str]]:
@@ -158,7 +157,7 @@ def main(argv=None) -> int:
     written = tuple(str(f) for f in engine.files)  # the files as the user reads them
     named = engine._files  # the engine's copies
     rows = []
-    for size, facts in batches(args.size, args.batches):
+    for size, facts in batches(args.size, args.batches)[0]:
         a: list[float] = []
         b: list[float] = []
         for _ in range(args.rounds):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .errors import MorelloError
+from .errors import InputError, MorelloError
 from .ir import Impl, SpecHole
 from .rewrites import for_node, for_node_tag
 from .spec import parse_spec
@@ -85,7 +85,13 @@ def _load(d: dict, target: Target, root: bool = False) -> Impl:
 
 
 def save(impl: Impl, path: str | Path, rules=()) -> None:
-    Path(path).write_text(json.dumps(to_json(impl, rules), indent=1) + "\n")
+    """Write the program to `path`; a file that cannot be written is an InputError
+    naming it (as graph.write_graph does for --graph)."""
+    text = json.dumps(to_json(impl, rules), indent=1) + "\n"
+    try:
+        Path(path).write_text(text)
+    except OSError as e:
+        raise InputError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def load(path: str | Path) -> Impl:

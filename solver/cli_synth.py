@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from morello_asp.cli_args import add_rules_option, check_logic_inputs, int_range, output_file
-from morello_asp.errors import InputError, MemoError, MorelloError
+from morello_asp.errors import MemoError, MorelloError
 
 
 def _search(args, progress: bool):
@@ -79,7 +79,7 @@ def _emit(imp, args):
         print(imp)
         print(imp.cost)
     if args.out:
-        _writing(args.out, lambda: save(imp, args.out, args.rules or ()))
+        save(imp, args.out, args.rules or ())
         print(f"saved program (JSON) to {args.out}", file=sys.stderr)
 
 
@@ -158,18 +158,9 @@ def _synth(args):
         if not report.ok:
             return 1
     if args.graph:
-        _writing(args.graph, lambda: _graph(imp, args.graph))
+        _graph(imp, args.graph)
     _emit(imp, args)
     return _run_and_bench(imp, args)
-
-
-def _writing(path, write) -> None:
-    """write(), a file the user named failing in one line (the program is in the memo
-    table by then: a rerun with another path answers at once)."""
-    try:
-        write()
-    except OSError as e:
-        raise InputError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def _graph(imp, path) -> None:

@@ -20,7 +20,7 @@ from morello_asp.errors import ScheduleError
 from morello_asp.ir import Alloc
 
 from .action import Action
-from .base import Rewrite
+from .base import Rewrite, view_fields
 
 
 def action(operand: int, level: str, layout, vector_size: int | None = None, dtype: Dtype | None = None) -> Action:
@@ -279,7 +279,7 @@ def _same_spec_around(node):
         bad.append(f"the body is {body.short()}")
     else:
         for i, (was, now) in enumerate(zip(spec.operands, body.operands)):
-            if i != node.operand and (was.dtype, was.level, was.layout) != (now.dtype, now.level, now.layout):
+            if i != node.operand and (view_fields(was), was.layout) != (view_fields(now), now.layout):
                 bad.append(f"the body's operand {i} is {now.text()}, not {was.text()}")
     shape = tuple(spec.operand_shapes[node.operand])
     for who, child in (("the load", node.load), ("the store", node.store)):
