@@ -126,6 +126,7 @@ def test_a_move_whose_body_has_another_shape_is_refuted_and_not_run(tmp_path, ca
     bad = tmp_path / "bad.json"
     bad.write_text(text.replace("Matmul(1x4x4x4", "Matmul(1x4x4x5", 1))
     assert main(["verify", str(good)]) == 0
+    assert main(["run", str(good)]) == 0  # compiled, run and checked against numpy
     assert main(["verify", str(bad)]) == 1
     out = capsys.readouterr().out
     assert "the move of operand 0 keeps the kind, the shape and the other operands: the body is Matmul(1x4x4x4" in out
