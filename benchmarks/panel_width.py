@@ -30,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import beside_numpy_matmul  # noqa: E402
 
 from morello_asp import parse_spec  # noqa: E402
-from morello_asp.codegen.api import Program  # noqa: E402
+from morello_asp.codegen.api import Program, cdefs  # noqa: E402
 from morello_asp.codegen.build import build  # noqa: E402
 from morello_asp.codegen.ctarget import get_ctarget  # noqa: E402
-from morello_asp.codegen.emit import bench_signature, generate, signature  # noqa: E402
+from morello_asp.codegen.emit import generate  # noqa: E402
 from morello_asp.errors import InputError  # noqa: E402
 from morello_asp.synthesis import synthesize  # noqa: E402
 
@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     imp = synthesize(spec)
     ct = get_ctarget(spec.target)
     src, omp = generate(imp)
-    cdef = signature(spec, "kernel") + ";\n" + bench_signature(spec, "kernel") + ";"
+    cdef = cdefs(spec, "kernel")
     found = _panel(src)[2]
     labels, fns = [], []
     for w in [found] + [w for w in args.widths if w != found]:

@@ -40,6 +40,26 @@ def index_map(layout: Layout, shape: tuple[int, ...]) -> np.ndarray | None:
     return idx
 
 
+@functools.lru_cache(maxsize=256)
+def dense_order(layout: Layout, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The permutation p for which a `layout` buffer is `arr.transpose(p)` in C order
+    (row_major: the identity; col_major: the reverse), or None when the layout packs or
+    pads (its buffer is no permutation of the array's dimensions)."""
+    shape = tuple(shape)
+    n = len(shape)
+    idx = index_map(layout, shape)
+    if idx is None:
+        return tuple(range(n))
+    if layout.buffer_volume(shape) != idx.size:
+        return None
+    origin = idx[(0,) * n]
+    stride = [int(idx[tuple(1 if e == d else 0 for e in range(n))] - origin) if shape[d] > 1 else 0 for d in range(n)]
+    perm = tuple(sorted(range(n), key=lambda d: (-stride[d], d)))
+    if np.array_equal(idx.transpose(perm).reshape(-1), np.arange(idx.size)):
+        return perm
+    return None
+
+
 def to_buffer(arr: np.ndarray, layout: Layout, shape) -> np.ndarray:
     """An aligned flat buffer holding `arr` (logical shape) in `layout`."""
     shape = tuple(shape)

@@ -41,6 +41,10 @@ class Buffer:
     ts: TensorSpec
     in_registers: bool
     root: str = ""  # the program parameter this buffer copies, for readable names
+    # Bytes its first value is known to be aligned to: ALIGN for the buffers a program
+    # allocates; a parameter's element size, since callers pass numpy's arrays as they
+    # come (16-byte aligned, or less for views) and the call copies nothing.
+    align: int = ALIGN
 
     @property
     def volume(self) -> int:
@@ -140,8 +144,9 @@ class Emitter:
 
     def aligned(self, v: View, nbytes: int) -> bool:
         """True if the view's first value is provably `nbytes`-aligned for every value of
-        the enclosing loop variables (memory buffers are allocated ALIGN-aligned). This is
-        proved here rather than trusted from the spec, since a cache move only renames."""
+        the enclosing loop variables (Buffer.align: the program's own buffers are
+        allocated ALIGN-aligned, its parameters are not assumed aligned). This is proved
+        here rather than trusted from the spec, since a cache move only renames."""
         if v.buf.in_registers:
             return True
         size = v.buf.ts.dtype.nbytes
@@ -157,7 +162,7 @@ class Emitter:
                 return False
             if (coef * mult * size) % nbytes:
                 return False
-        return nbytes <= ALIGN
+        return nbytes <= v.buf.align
 
     def pointer(self, v: View, coord) -> str:
         if v.buf.in_registers:
@@ -522,7 +527,7 @@ def emit_function(impl: Impl, fname: str = "kernel", target: str | Target | None
     pre, post = [], []
     for i, (n, t, shp) in enumerate(zip(names, spec.operands, spec.operand_shapes)):
         origin = tuple(Const(0) for _ in shp)
-        mem = Buffer(n, shp, t, False, n)
+        mem = Buffer(n, shp, t, False, n, align=t.dtype.nbytes)
         if not em.is_register(t.level):
             views.append(View(mem, origin, shp, t))
             continue
@@ -572,12 +577,40 @@ def helper_code(ct: CTarget, names: list[str]) -> list[str]:
 
 
 def generate(impl: Impl, target: str | Target | None = None, rules=()) -> tuple[str, bool]:
-    """Readable C for `impl` (prelude, the program function `kernel` and its timing
-    loop `kernel_bench`) and whether it needs OpenMP."""
+    """Readable C for `impl` (prelude, the program function `kernel`, its entry from
+    Python `kernel_call` and its timing loop `kernel_bench`) and whether it needs OpenMP."""
     body, omp = emit_function(impl, "kernel", target, rules)
     ct = get_ctarget(target or impl.spec.target, rules)
-    src = "\n".join(prelude(ct)) + "\n\n" + body + "\n\n" + bench_function(impl.spec, "kernel") + "\n"
-    return src, omp
+    parts = [body, call_function(impl.spec, "kernel"), bench_function(impl.spec, "kernel")]
+    return "\n".join(prelude(ct)) + "\n\n" + "\n\n".join(parts) + "\n", omp
+
+
+def call_signature(spec: Spec, fname: str = "kernel") -> str:
+    return f"int {fname}_call(void **p)"
+
+
+def call_function(spec: Spec, fname: str = "kernel") -> str:
+    """The entry Python calls (codegen/api.py, fastcall.c): the program on an array of
+    untyped pointers, run only if no output overlaps another operand, since every
+    parameter is `restrict`.
+    Returns 0 when it ran, 1 when an output overlaps an input (the caller copies that
+    input and calls again), 2 when two outputs overlap. Comparing addresses here costs
+    nanoseconds; numpy's overlap test costs a fraction of a microsecond per pair."""
+    n = len(spec.operands)
+    L = [call_signature(spec, fname), "{"]
+    for i, (ts, shape) in enumerate(zip(spec.operands, spec.operand_shapes)):
+        nbytes = ts.layout.buffer_volume(shape) * ts.dtype.nbytes
+        L.append(f"    const uintptr_t a{i} = (uintptr_t)p[{i}], e{i} = a{i} + {nbytes}u;")
+    for o in spec.outputs:
+        for j in range(n):
+            if j != o and (j not in spec.outputs or j < o):
+                code = 2 if j in spec.outputs else 1
+                L.append(f"    if (a{o} < e{j} && a{j} < e{o}) return {code};")
+    casts = ", ".join(
+        f"({'const ' if i not in spec.outputs else ''}{ts.dtype.c_type} *)p[{i}]" for i, ts in enumerate(spec.operands)
+    )
+    L += [f"    {fname}({casts});", "    return 0;", "}"]
+    return "\n".join(L)
 
 
 def to_c(impl: Impl, target: str | Target | None = None, rules=()) -> str:
@@ -587,7 +620,7 @@ def to_c(impl: Impl, target: str | Target | None = None, rules=()) -> str:
 
 def bench_signature(spec: Spec, fname: str = "kernel") -> str:
     sig = signature(spec, fname + "_bench")
-    return "long" + sig[len("void") : -1] + ", int warmup, int reps, double min_time, double *times)"
+    return "long" + sig[len("void") : -1] + ", int warmup, int reps, double min_time, double *times, int shift)"
 
 
 BENCH_GAP = 192  # bytes between operands in the timing arena (below)
@@ -597,8 +630,9 @@ def bench_function(spec: Spec, fname: str = "kernel") -> str:
     """The timing loop, in C so no Python call is measured; in-process timing (cffi) and
     standalone programs call this same function, so both time the same thing the same
     way. It copies the operands into one page-aligned arena at fixed offsets (each
-    64-byte aligned, BENCH_GAP bytes apart so that equal-sized operands do not start at
-    the same 4 KiB offset), so the buffers' placement is the same in every process; runs
+    64-byte aligned plus `shift` bytes, BENCH_GAP bytes apart so that equal-sized operands
+    do not start at the same 4 KiB offset), so the buffers' placement is the same in
+    every process (`shift` = 16 places them as numpy places its arrays); runs
     `warmup` calls; times one call to choose the calls per repetition (enough for
     `min_time` seconds, 1 to 10^7; a compiler barrier after each call keeps gcc from
     merging the calls); then times `reps` repetitions with
@@ -610,7 +644,7 @@ def bench_function(spec: Spec, fname: str = "kernel") -> str:
         offs.append(at)
         nbytes = ts.layout.buffer_volume(shape) * ts.dtype.nbytes
         at += -(-nbytes // 64) * 64 + BENCH_GAP
-    total = -(-at // 4096) * 4096
+    total = -(-(at + 64) // 4096) * 4096  # room for a shift of up to 64 bytes
     bargs = ", ".join(f"b_{n}" for n in names)
     # Each call must do its work: with `kernel` inlined here (it is in the same module),
     # gcc may hoist a register-resident program's loads and sink its stores out of the
@@ -622,10 +656,11 @@ def bench_function(spec: Spec, fname: str = "kernel") -> str:
         "{",
         f"    char *arena = aligned_alloc(4096, {total});",
         "    if (!arena) return -1;",
+        "    shift = shift < 0 || shift > 64 ? 0 : shift;",
     ]
     for n, ts, shape, off in zip(names, spec.operands, spec.operand_shapes, offs):
         ct = ts.dtype.c_type
-        L.append(f"    {ct} *b_{n} = ({ct} *)(arena + {off});")
+        L.append(f"    {ct} *b_{n} = ({ct} *)(arena + {off} + shift);")
         L.append(f"    memcpy(b_{n}, {n}, {ts.layout.buffer_volume(shape)} * sizeof({ct}));")
     L += [
         "    struct timespec t0, t1;",

@@ -125,7 +125,7 @@ def main_function(impl: Impl) -> str:
         "    int reps = reps_env ? atoi(reps_env) : 7;",
         "    if (reps > 0) {",
         "        double *times = malloc(sizeof(double) * (size_t)reps);",
-        f"        long iters = kernel_bench({args}, 2, reps, 0.05, times);",
+        f"        long iters = kernel_bench({args}, 2, reps, 0.05, times, 0);",
         '        if (iters < 0) { fprintf(stderr, "out of memory\\n"); exit(2); }',
         '        fprintf(stderr, "times:");',
         '        for (int r = 0; r < reps; r++) fprintf(stderr, " %.6e", times[r]);',

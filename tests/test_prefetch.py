@@ -61,7 +61,7 @@ def test_the_next_strip_of_a_is_prefetched_one_line_a_trip_of_the_kernels_loop()
     assert "if (m0 < 1014 && (n1 / 16) * 128 + k1 < 24) {" in head
     # The rest of the k loop: the same body, no prefetch.
     rest = c[c.index("for (int k1 = k1_pf; k1 < 128; k1++) {") :]
-    rest = rest[: rest.index("_mm256_store_ps")]
+    rest = rest[: rest.index("_mm256_storeu_ps((out")]
     assert "_mm_prefetch" not in rest and rest.count("_mm256_fmadd_ps") == 12
     # Nothing between the strip loop and the k loop (the loads of the register block).
     strip = c[c.index("for (int m0 = 0;") : c.index("for (int k1 = 0;")]
@@ -126,7 +126,7 @@ def test_a_tile_that_is_one_run_is_left_to_the_hardware(monkeypatch):
     imp = fast_matmul(48, 64, 64)
     c = imp.to_c()
     k_loop = c[c.index("for (int k0 = 0; k0 < 64; k0++)") :]
-    k_loop = k_loop[: k_loop.index("_mm256_store_ps")]
+    k_loop = k_loop[: k_loop.index("_mm256_storeu_ps((out")]
     assert "_mm_prefetch" not in k_loop
     before = c[: c.index("for (int k0 = 0; k0 < 64; k0++)")]
     lines = re.findall(r"_mm_prefetch\(\(const char \*\)\(\(out \+ n0 \+ 64 \* m0 \+ 384\) \+ (\d+)\)", before)

@@ -12,10 +12,10 @@ void kernel(const float *restrict lhs, const float *restrict rhs, float *restric
     {
         /* vrhs: 1x4x4 (f32, VRF, row_major, v4) <- rhs */
         __m128 vrhs_0, vrhs_1, vrhs_2, vrhs_3;
-        vrhs_0 = _mm_load_ps(rhs);
-        vrhs_1 = _mm_load_ps((rhs + 4));
-        vrhs_2 = _mm_load_ps((rhs + 8));
-        vrhs_3 = _mm_load_ps((rhs + 12));
+        vrhs_0 = _mm_loadu_ps(rhs);
+        vrhs_1 = _mm_loadu_ps((rhs + 4));
+        vrhs_2 = _mm_loadu_ps((rhs + 8));
+        vrhs_3 = _mm_loadu_ps((rhs + 12));
         {
             /* vout: 1x4x4 (f32, VRF, row_major, v4) <- out */
             __m128 vout_0, vout_1, vout_2, vout_3;
@@ -87,23 +87,35 @@ void kernel(const float *restrict lhs, const float *restrict rhs, float *restric
               const __m128 bc = _mm_broadcast_ss((lhs + 15));
               vout_3 = _mm_fmadd_ps(bc, vrhs_3, vout_3);
             }
-            _mm_store_ps(out, vout_0);
-            _mm_store_ps((out + 4), vout_1);
-            _mm_store_ps((out + 8), vout_2);
-            _mm_store_ps((out + 12), vout_3);
+            _mm_storeu_ps(out, vout_0);
+            _mm_storeu_ps((out + 4), vout_1);
+            _mm_storeu_ps((out + 8), vout_2);
+            _mm_storeu_ps((out + 12), vout_3);
         }
     }
 }
 
-long kernel_bench(const float *restrict lhs, const float *restrict rhs, float *restrict out, int warmup, int reps, double min_time, double *times)
+int kernel_call(void **p)
+{
+    const uintptr_t a0 = (uintptr_t)p[0], e0 = a0 + 64u;
+    const uintptr_t a1 = (uintptr_t)p[1], e1 = a1 + 64u;
+    const uintptr_t a2 = (uintptr_t)p[2], e2 = a2 + 64u;
+    if (a2 < e0 && a0 < e2) return 1;
+    if (a2 < e1 && a1 < e2) return 1;
+    kernel((const float *)p[0], (const float *)p[1], (float *)p[2]);
+    return 0;
+}
+
+long kernel_bench(const float *restrict lhs, const float *restrict rhs, float *restrict out, int warmup, int reps, double min_time, double *times, int shift)
 {
     char *arena = aligned_alloc(4096, 4096);
     if (!arena) return -1;
-    float *b_lhs = (float *)(arena + 0);
+    shift = shift < 0 || shift > 64 ? 0 : shift;
+    float *b_lhs = (float *)(arena + 0 + shift);
     memcpy(b_lhs, lhs, 16 * sizeof(float));
-    float *b_rhs = (float *)(arena + 256);
+    float *b_rhs = (float *)(arena + 256 + shift);
     memcpy(b_rhs, rhs, 16 * sizeof(float));
-    float *b_out = (float *)(arena + 512);
+    float *b_out = (float *)(arena + 512 + shift);
     memcpy(b_out, out, 16 * sizeof(float));
     struct timespec t0, t1;
     for (int w = 0; w < warmup; w++) kernel(b_lhs, b_rhs, b_out);

@@ -1,0 +1,195 @@
+/* The call path of every in-process program (codegen/fastcall.py builds this once per
+ * Python and numpy version; codegen/api.py uses it).
+ *
+ * A program's call plan is built once: for each operand, the numpy dtype, the shape
+ * (and whether the shape without a leading batch 1 is accepted), and for each output
+ * whether a fresh one is zeroed (the program accumulates into it) or left empty. A call
+ * then costs a few struct reads per array: exact ndarray, the plan's dtype, the shape,
+ * C-contiguous and aligned (to its element), writeable for outputs; the data pointers go
+ * to the program's `kernel_call(void **)` with the GIL released. Whatever fails a test
+ * (another dtype or shape, a strided view, a torch tensor, an input overlapping an
+ * output) returns NotImplemented, and the Python path (codegen/api.py) converts, copies
+ * where it must, or says what is wrong. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
+#define MAX_OPS 32
+#define MAX_DIMS 16
+
+typedef struct {
+    int index;                /* position in the program's parameter list */
+    PyArray_Descr *dtype;     /* a reference held by the plan */
+    int ndim;
+    npy_intp dims[MAX_DIMS];
+    int squeezable;           /* dims[0] == 1: an array of dims[1:] is accepted too */
+    int zero;                 /* an output the program reads: a fresh one is zeroed */
+} OperandPlan;
+
+typedef struct {
+    int (*fn)(void **);
+    int nin, nout, nops;
+    OperandPlan in[MAX_OPS], out[MAX_OPS];
+} CallPlan;
+
+static const char *CAPSULE = "morello_asp.call_plan";
+
+static void plan_free(PyObject *capsule) {
+    CallPlan *p = (CallPlan *)PyCapsule_GetPointer(capsule, CAPSULE);
+    if (!p) return;
+    for (int i = 0; i < p->nin; i++) Py_XDECREF(p->in[i].dtype);
+    for (int i = 0; i < p->nout; i++) Py_XDECREF(p->out[i].dtype);
+    PyMem_Free(p);
+}
+
+/* (index, dtype, shape, zero) -> OperandPlan; 0 on success, -1 with an exception set. */
+static int read_operand(PyObject *t, OperandPlan *op) {
+    PyObject *dtype, *shape;
+    int zero;
+    if (!PyArg_ParseTuple(t, "iOO!p", &op->index, &dtype, &PyTuple_Type, &shape, &zero)) return -1;
+    if (!PyArray_DescrConverter(dtype, &op->dtype)) return -1; /* a new reference */
+    op->ndim = (int)PyTuple_GET_SIZE(shape);
+    if (op->ndim > MAX_DIMS) {
+        PyErr_SetString(PyExc_ValueError, "too many dimensions for the call plan");
+        return -1;
+    }
+    for (int d = 0; d < op->ndim; d++) {
+        op->dims[d] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, d));
+        if (op->dims[d] < 0 && PyErr_Occurred()) return -1;
+    }
+    op->squeezable = op->ndim >= 2 && op->dims[0] == 1;
+    op->zero = zero;
+    return 0;
+}
+
+/* plan(function address, number of operands, inputs, outputs) -> capsule */
+static PyObject *plan(PyObject *self, PyObject *args) {
+    unsigned long long addr;
+    int nops;
+    PyObject *ins, *outs;
+    if (!PyArg_ParseTuple(args, "KiO!O!", &addr, &nops, &PyTuple_Type, &ins, &PyTuple_Type, &outs)) return NULL;
+    if (nops > MAX_OPS || PyTuple_GET_SIZE(ins) + PyTuple_GET_SIZE(outs) != nops) {
+        PyErr_SetString(PyExc_ValueError, "bad operand count for the call plan");
+        return NULL;
+    }
+    CallPlan *p = PyMem_Calloc(1, sizeof *p);
+    if (!p) return PyErr_NoMemory();
+    p->fn = (int (*)(void **))(uintptr_t)addr;
+    p->nops = nops;
+    PyObject *capsule = PyCapsule_New(p, CAPSULE, plan_free);
+    if (!capsule) {
+        PyMem_Free(p);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ins); i++, p->nin++)
+        if (read_operand(PyTuple_GET_ITEM(ins, i), &p->in[i]) < 0) goto fail;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(outs); i++, p->nout++)
+        if (read_operand(PyTuple_GET_ITEM(outs, i), &p->out[i]) < 0) goto fail;
+    return capsule;
+fail:
+    Py_DECREF(capsule);
+    return NULL;
+}
+
+/* 1 if `o` is an ndarray the program can read (or, writeable, write) as it lies: the
+ * plan's dtype, C-contiguous, aligned, its shape (2 with the leading batch 1 dropped). */
+static int fits(PyObject *o, const OperandPlan *op, int writeable) {
+    if (!PyArray_CheckExact(o)) return 0;
+    PyArrayObject *a = (PyArrayObject *)o;
+    PyArray_Descr *d = PyArray_DESCR(a);
+    if (d != op->dtype && !PyArray_EquivTypes(d, op->dtype)) return 0;
+    int want = NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | (writeable ? NPY_ARRAY_WRITEABLE : 0);
+    if ((PyArray_FLAGS(a) & want) != want) return 0;
+    int nd = PyArray_NDIM(a);
+    const npy_intp *dims = PyArray_DIMS(a);
+    if (nd == op->ndim) {
+        for (int d = 0; d < nd; d++)
+            if (dims[d] != op->dims[d]) return 0;
+        return 1;
+    }
+    if (op->squeezable && nd == op->ndim - 1) {
+        for (int d = 0; d < nd; d++)
+            if (dims[d] != op->dims[d + 1]) return 0;
+        return 2;
+    }
+    return 0;
+}
+
+/* run(plan, inputs tuple, out) -> the output(s), out itself, or NotImplemented */
+static PyObject *run(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
+    if (argc != 3 || !PyTuple_CheckExact(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "run(plan, inputs, out)");
+        return NULL;
+    }
+    const CallPlan *p = (const CallPlan *)PyCapsule_GetPointer(argv[0], CAPSULE);
+    if (!p) return NULL;
+    PyObject *args = argv[1], *out = argv[2];
+    if (PyTuple_GET_SIZE(args) != p->nin) Py_RETURN_NOTIMPLEMENTED;
+    void *ptrs[MAX_OPS];
+    int squeeze = 0;
+    for (int i = 0; i < p->nin; i++) {
+        PyObject *o = PyTuple_GET_ITEM(args, i);
+        int f = fits(o, &p->in[i], 0);
+        if (!f) Py_RETURN_NOTIMPLEMENTED;
+        squeeze |= f == 2;
+        ptrs[p->in[i].index] = PyArray_DATA((PyArrayObject *)o);
+    }
+    PyObject *result;
+    if (out == Py_None) {
+        result = p->nout == 1 ? NULL : PyTuple_New(p->nout);
+        if (p->nout != 1 && !result) return NULL;
+        for (int k = 0; k < p->nout; k++) {
+            const OperandPlan *op = &p->out[k];
+            int drop = squeeze && op->squeezable;
+            Py_INCREF(op->dtype); /* PyArray_Empty/Zeros steal it */
+            PyObject *r = op->zero ? PyArray_Zeros(op->ndim - drop, op->dims + drop, op->dtype, 0)
+                                   : PyArray_Empty(op->ndim - drop, op->dims + drop, op->dtype, 0);
+            if (!r) {
+                Py_XDECREF(result);
+                return NULL;
+            }
+            ptrs[op->index] = PyArray_DATA((PyArrayObject *)r);
+            if (p->nout == 1)
+                result = r;
+            else
+                PyTuple_SET_ITEM(result, k, r);
+        }
+    } else {
+        if (p->nout == 1) {
+            if (!fits(out, &p->out[0], 1)) Py_RETURN_NOTIMPLEMENTED;
+            ptrs[p->out[0].index] = PyArray_DATA((PyArrayObject *)out);
+        } else {
+            if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != p->nout) Py_RETURN_NOTIMPLEMENTED;
+            for (int k = 0; k < p->nout; k++) {
+                PyObject *o = PyTuple_GET_ITEM(out, k);
+                if (!fits(o, &p->out[k], 1)) Py_RETURN_NOTIMPLEMENTED;
+                ptrs[p->out[k].index] = PyArray_DATA((PyArrayObject *)o);
+            }
+        }
+        Py_INCREF(out);
+        result = out;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = p->fn(ptrs);
+    Py_END_ALLOW_THREADS
+    if (rc != 0) { /* operands overlap: nothing ran; the Python path copies */
+        Py_DECREF(result);
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    return result;
+}
+
+static PyMethodDef METHODS[] = {
+    {"plan", plan, METH_VARARGS, "plan(address, nops, inputs, outputs): a call plan for kernel_call at address"},
+    {"run", (PyCFunction)(void (*)(void))run, METH_FASTCALL, "run(plan, inputs, out)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "MODNAME", NULL, -1, METHODS};
+
+PyMODINIT_FUNC PyInit_MODNAME(void) {
+    import_array();
+    return PyModule_Create(&MODULE);
+}
