@@ -22,8 +22,8 @@ from morello_asp.ir import Impl
 from morello_asp.spec import Spec
 from morello_asp.target import Target
 
-from .build import build
 from . import fastcall
+from .build import build
 from .convert import dense_order, from_buffer, to_buffer
 from .ctarget import CTarget, get_ctarget
 from .emit import (
@@ -234,7 +234,10 @@ class Program(Callable):
         if _built is None:
             self.source, self.openmp = generate(impl, target, rules)
             ct = loadable(get_ctarget(target or impl.spec.target, rules))
-            _built = (build(self.source, cdefs(self.spec, "kernel"), ct.flags, self.openmp, cc=ct.compiler_command), "kernel")
+            _built = (
+                build(self.source, cdefs(self.spec, "kernel"), ct.flags, self.openmp, cc=ct.compiler_command),
+                "kernel",
+            )
         self.module, fname = _built
         lib = self.module.lib
         self._call = getattr(lib, fname + "_call")
@@ -269,7 +272,9 @@ class Program(Callable):
             def entry(p: OperandPlan):
                 return (p.index, p.dtype, p.shape, p.read)
 
-            self._fast = fast.plan(addr, len(plans), tuple(map(entry, self._in_plans)), tuple(map(entry, self._out_plans)))
+            self._fast = fast.plan(
+                addr, len(plans), tuple(map(entry, self._in_plans)), tuple(map(entry, self._out_plans))
+            )
 
     def __call__(self, *args, out=None):
         """As Callable.__call__; arrays that are already what the program reads (the
