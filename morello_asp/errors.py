@@ -51,7 +51,12 @@ class InputError(MorelloError):
     or environment variable out of range. The message names the input."""
 
 
-class SpecTypeError(InputError, TypeError):
+class InputTypeError(InputError, TypeError):
+    """An argument of the wrong type (`synthesize(spec, db=42)`); the message names the
+    argument and what it accepts."""
+
+
+class SpecTypeError(InputTypeError):
     """A value of the wrong type where spec text (or a spec) was expected."""
 
 

@@ -3,12 +3,13 @@ partially scheduled programs (paper 2.3, `synthesize_all`)."""
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .default_table import DEFAULT_TABLE
-from .errors import SpecTypeError
+from .errors import InputTypeError, SpecTypeError
 from .ir import Impl
 from .spec import Spec, parse_spec
 from .target import Target, as_target
@@ -24,13 +25,39 @@ def make_search(
     from morello_asp.solver.engine import get_engine
     from morello_asp.solver.logic_files import check_rules
 
-    if isinstance(rules, (str, Path)):  # one rule file or rule set, not its characters
-        rules = (rules,)
+    rules = _checked_args(rules, db, progress)
     for w in check_rules(target, rules):  # exist, UTF-8, ground in time (before loading them here)
         warnings.warn(w, stacklevel=3)
     engine = get_engine(as_target(target), tuple(str(r) for r in rules))
     memo = open_db(db, engine) if db is not None else None
     return Search(engine, memo, progress or Progress(enabled=False))
+
+
+def _checked_args(rules, db: Any, progress) -> tuple:
+    """The rule files as a tuple; InputTypeError naming the argument for a value of a
+    type the API does not take (`db=42` was a bare TypeError from pathlib)."""
+    if isinstance(rules, (str, os.PathLike)):  # one rule file or rule set, not its characters
+        return _checked_args((rules,), db, progress)
+    try:
+        rules = tuple(rules)
+    except TypeError:
+        raise InputTypeError(
+            f"rules={rules!r}: expected a rule file path or rule set name, or a sequence of them"
+        ) from None
+    for r in rules:
+        if not isinstance(r, (str, os.PathLike)):
+            raise InputTypeError(f"rules: {r!r} ({type(r).__name__}) is not a rule file path or rule set name")
+    memo_like = hasattr(db, "get") and hasattr(db, "put")
+    if not (db is None or db is DEFAULT_TABLE or memo_like or isinstance(db, (str, os.PathLike))):
+        raise InputTypeError(
+            f"db={db!r}: expected a memo table file path (str or os.PathLike), None (keep nothing), "
+            "or a memo table object with get and put (default: the user's default table)"
+        )
+    if progress is not None and not all(hasattr(progress, m) for m in ("update", "done")):
+        raise InputTypeError(
+            f"progress={progress!r}: expected a morello_asp.solver.dp.Progress (or None for no display)"
+        )
+    return rules
 
 
 def open_db(db: Any, engine):
@@ -68,6 +95,7 @@ def synthesize(
     (default: the spec's own; a spec text is parsed for it); with `guide` (a name in
     morello_asp.guides.GUIDES), the lowest-cost completion of that guide's hand-scheduled
     outer loops."""
+    rules = _checked_args(rules, db, progress)
     if isinstance(spec, str):
         spec = parse_spec(spec, target, rules=rules)
     elif not isinstance(spec, Spec):
@@ -91,6 +119,7 @@ def synthesize(
 def synthesize_all(impl: Impl, db: Any = DEFAULT_TABLE, rules=(), progress: Progress | None = None) -> Impl:
     """Complete a partial program: every open spec gets its optimal implementation,
     for the program's own target."""
+    _checked_args(rules, db, progress)
     search = make_search(impl.spec.target, rules, db, progress)
     try:
         return search.complete(impl)

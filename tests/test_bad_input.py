@@ -121,6 +121,29 @@ def test_synthesize_refuses_what_is_not_a_spec():
             synthesize(bad)
 
 
+def test_synthesize_names_an_argument_of_the_wrong_type():
+    """Issue 56: `db=42` was a bare TypeError from pathlib. Each argument of a type the API
+    does not take is an InputTypeError (an InputError and a TypeError) naming it and what
+    it accepts, before any search."""
+    from morello_asp import SpecHole, parse_spec
+    from morello_asp.errors import InputError, InputTypeError
+    from morello_asp.synthesis import synthesize, synthesize_all
+
+    cases = [
+        (dict(db=42), r"db=42: expected a memo table file path \(str or os.PathLike\), None"),
+        (dict(db=b"m.db"), "db=b'm.db': expected a memo table file path"),
+        (dict(rules=42), "rules=42: expected a rule file path or rule set name"),
+        (dict(rules=[1.5]), r"rules: 1.5 \(float\) is not a rule file path"),
+        (dict(progress="yes"), "progress='yes': expected a morello_asp.solver.dp.Progress"),
+    ]
+    for kw, want in cases:
+        with pytest.raises(InputTypeError, match=want) as e:
+            synthesize(TINY, **kw)
+        assert isinstance(e.value, InputError) and isinstance(e.value, TypeError)
+    with pytest.raises(InputTypeError, match="db=42"):
+        synthesize_all(SpecHole(parse_spec(TINY)), db=42)
+
+
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, where no file can be created")
 @pytest.mark.parametrize("option", ["--out", "--graph"])
 def test_an_output_file_that_cannot_be_written_is_one_line(capsys, option):
