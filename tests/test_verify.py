@@ -143,6 +143,32 @@ def test_cli_verify_layout_and_program(tmp_path, capsys):
     assert main(["verify", str(p)]) == 0
 
 
+@pytest.mark.parametrize(
+    "argv,want",
+    [
+        # issue 56: "[0]" at shape 4x8 was printed as row_major and refuted (exit 1)
+        (["--layout", "[0]", "--shape", "4x8"], "--layout [0] is a layout of rank 1"),
+        (["--layout", "[0, 1, 2]", "--shape", "4x8"], "--layout [0, 1, 2] is a layout of rank 3"),
+        (["--layout", "[0, 0]", "--shape", "4x8"], "but --shape 4x8 has rank 2"),
+        # a program and a layout in one run: the program was silently ignored
+        (["PROGRAM", "--layout", "row_major", "--shape", "4x8"], "give a program"),
+        (["--shape", "4x8"], "--shape is the shape of --layout"),
+    ],
+)
+def test_cli_verify_layout_of_another_rank_or_with_a_program_is_bad_input(tmp_path, capsys, argv, want):
+    p = tmp_path / "f1.json"
+    save(figure1(), p)
+    rc = main(["verify", *(str(p) if a == "PROGRAM" else a for a in argv)])
+    out, err = capsys.readouterr()
+    assert rc == 2 and not out, (rc, out, err)
+    assert len(err.strip().splitlines()) == 1 and err.startswith("morello-asp: error:"), err
+    assert want in err, err
+    if argv[0] == "--layout":  # the message names both the layout and the shape
+        assert argv[1] in err and "4x8" in err
+    # a layout of the right rank that is no bijection is still a refutation (exit 1)
+    assert main(["verify", "--layout", "[1, 1]", "--shape", "4x8"]) == 1
+
+
 def test_user_layout_with_padding_is_rejected_when_scheduled():
     from morello_asp.errors import LegalityError
 
