@@ -256,7 +256,7 @@ def merge(dest: str, sources: list[str]) -> tuple[int, int, int]:
     priority. Refused, with the reason and nothing written, unless every table was
     built by the same schema, target, levels and logic files. Returns (rows read,
     rectangles before, rectangles after)."""
-    from .memo_db import SqliteMemo, decode_decision
+    from .memo_db import SqliteMemo, decode_decision, recorded_rules
 
     read: list[tuple[str, dict, list]] = []
     for src in sources:
@@ -294,7 +294,15 @@ def merge(dest: str, sources: list[str]) -> tuple[int, int, int]:
             raise MemoError(
                 f"memo table {src} has a row this version cannot read ({type(e).__name__}: {e}); nothing merged"
             ) from None
-    memo = SqliteMemo(Path(dest), want["target"], tuple(want["levels"].split(",")), want["logic"], batch=1 << 30)
+    rules = recorded_rules(want)
+    memo = SqliteMemo(
+        Path(dest),
+        want["target"],
+        tuple(want["levels"].split(",")),
+        want["logic"],
+        batch=1 << 30,
+        rules=None if rules is None else tuple(rules),
+    )
     try:
         before = len(memo)
         memo._begin()

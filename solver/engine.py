@@ -121,6 +121,7 @@ class Engine:
         self._parent_keys: dict[Spec, tuple] = {}  # spec class -> its key as a child's (_like)
         self._action_text: dict[Action, str] = {}  # the order of a class's expansions (_decode)
         self.stats = EngineStats()
+        self.rules = tuple(str(r) for r in rules)  # the user's rule files, as given (a memo table records them)
         self.ids = LayoutIds()
         self.tracks_alignment = True  # until the files are read (_load_catalog)
         self.stride_levels: frozenset[str] | None = None

@@ -339,6 +339,57 @@ def _retry(fn, tries=50):
             time.sleep(0.05 * (i + 1))
 
 
+def rule_name(rule) -> str:
+    """A rule file as `--rules` takes it: a user's file by its absolute path, an optional
+    rule set of encodings/options/ by its name."""
+    p = Path(rule)
+    return str(p.resolve()) if p.exists() else str(rule)
+
+
+def recorded_rules(meta: dict) -> list[str] | None:
+    """The rule files a table's meta says it was built with (their names as --rules takes
+    them), or None for a table that does not record them (made by an older version)."""
+    try:
+        rules = json.loads(meta["rules"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return [str(r) for r in rules] if isinstance(rules, list) else None
+
+
+def _built_otherwise(path: Path, k: str, have: dict, v: str, rules: tuple[str, ...] | None) -> str:
+    """Why a table is refused: what it was built with against what this run has, and
+    how to use it (its target, its rule files) when that is known."""
+    fresh = "or use another file (or delete this one)"
+    if k == "target":
+        return (
+            f"memo table {path} was built for target {have.get(k)} but this run is for {v}; "
+            f"to use it, pass --target {have.get(k)}, {fresh}"
+        )
+    if k != "logic":
+        return f"memo table {path} was built with {k}={have.get(k)!r} but this run has {k}={v!r}; use another file"
+    built = recorded_rules(have)
+    if built is None or rules is None:
+        return (
+            f"memo table {path} was built with other logic files than this run's (rule files, target files or "
+            f"morello-asp's own rules differ); it does not record its rule files (an older table): pass the "
+            f"--rules it was built with, {fresh}"
+        )
+
+    def named(rs) -> str:
+        return "rule files " + ", ".join(rs) if rs else "no rule files"
+
+    if list(built) != list(rules):
+        how = " ".join(f"--rules {r}" for r in built) if built else "no --rules"
+        return (
+            f"memo table {path} was built with {named(built)} but this run has {named(rules)}; to use it, "
+            f"run with {how}, {fresh}"
+        )
+    return (
+        f"memo table {path} was built with the same {named(built)} as this run, but the logic files have "
+        f"changed since (these rule files, the target's files or morello-asp's own rules); {fresh[3:]}"
+    )
+
+
 class SqliteMemo(RectMemo):
     def __init__(
         self,
@@ -349,8 +400,11 @@ class SqliteMemo(RectMemo):
         batch: int = 200,
         refresh_every: float = 1.0,
         target_obj=None,
+        rules: tuple[str, ...] | None = None,
     ):
         super().__init__(levels)
+        if rules is not None:
+            rules = tuple(rule_name(r) for r in rules)
         self.refresh_every = refresh_every
         self.path = Path(path)
         self.batch = batch
@@ -364,17 +418,16 @@ class SqliteMemo(RectMemo):
         want = {"schema": SCHEMA_VERSION, "target": target, "levels": ",".join(levels), "logic": files_hash}
         self.con = connect(self.path, create=True)
         try:
-            have = self._init_tables(want)
+            have = self._init_tables(want, rules)
         except sqlite3.DatabaseError as e:
             self.con.close()
             raise _damaged(self.path, e) from None
         for k, v in want.items():
             if have.get(k) != v:
                 self.con.close()
-                raise MemoError(
-                    f"memo table {path} was built with {k}={have.get(k)!r} but this run has {k}={v!r}; "
-                    "use another file (or delete this one)"
-                )
+                raise MemoError(_built_otherwise(self.path, k, have, v, rules))
+        if rules is not None and "rules" not in have:  # a table this version made before it recorded them
+            self._record_rules(rules)
         self._mine: set[int] = set()
         self._seen = 0
         self._refreshed = time.monotonic()
@@ -502,7 +555,17 @@ class SqliteMemo(RectMemo):
             if row[1] not in loaded
         )
 
-    def _init_tables(self, want: dict) -> dict:
+    def _record_rules(self, rules: tuple[str, ...]) -> None:
+        """Note the rule files in a table that matched this run's logic but predates the
+        record (best effort: a read-only table stays as it is)."""
+        try:
+            _retry(
+                lambda: self.con.execute("INSERT OR IGNORE INTO meta VALUES ('rules', ?)", (json.dumps(list(rules)),))
+            )
+        except sqlite3.DatabaseError:
+            pass
+
+    def _init_tables(self, want: dict, rules: tuple[str, ...] | None = None) -> dict:
         """Create the tables in a new file; in one of ours, add what a newer version adds
         (the expansion cache) and empty that cache if its format changed."""
         _retry(lambda: self.con.execute("PRAGMA journal_mode=WAL"))
@@ -527,6 +590,8 @@ class SqliteMemo(RectMemo):
                 have = dict(self.con.execute("SELECT k, v FROM meta"))
                 if not have:
                     self.con.executemany("INSERT INTO meta VALUES (?, ?)", want.items())
+                    if rules is not None:
+                        self.con.execute("INSERT INTO meta VALUES ('rules', ?)", (json.dumps(list(rules)),))
                 if have.get("expansions") != EXPANSIONS_VERSION:
                     self.con.execute("DELETE FROM expansions")
                     self.con.execute("DELETE FROM ekeys")
@@ -819,4 +884,4 @@ def default_table(engine) -> Path | None:
 def open_memo(path: Path, engine, batch: int = 200) -> SqliteMemo:
     """The persistent table for `engine`'s target and logic files."""
     t = engine.target
-    return SqliteMemo(path, t.name, tuple(t.level_names), engine.logic_hash, batch, target_obj=t)
+    return SqliteMemo(path, t.name, tuple(t.level_names), engine.logic_hash, batch, target_obj=t, rules=engine.rules)

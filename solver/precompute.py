@@ -650,7 +650,7 @@ def precompute(
     levels = tuple(tgt.level_names)
     max_dim = max(max(s.shape) for s in specs)
     progress = progress or Progress(enabled=False)
-    memo = SqliteMemo(Path(db), tgt.name, levels, logic, batch=1 << 30, target_obj=tgt)
+    memo = SqliteMemo(Path(db), tgt.name, levels, logic, batch=1 << 30, target_obj=tgt, rules=rules)
     ex = None
     t0 = time.perf_counter()
     cpu0 = time.process_time()

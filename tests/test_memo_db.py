@@ -56,8 +56,48 @@ def test_table_built_by_other_rules_is_refused(tmp_path):
     synthesize("Matmul(2x2x2, f32)", db=db)
     extra = tmp_path / "extra.lp"
     extra.write_text("% no-op rule file\nforbid(S, A) :- cand(S, A), A = select(dot_product_loop).\n")
-    with pytest.raises(MorelloError, match="logic"):
+    with pytest.raises(MorelloError, match="was built with no rule files but this run has rule files"):
         synthesize("Matmul(2x2x2, f32)", db=db, rules=[extra])
+
+
+def test_a_table_refused_for_its_rules_names_them_and_how_to_use_it(tmp_path, capsys, monkeypatch):
+    """Issue 56: a table built with --rules X, then used without them, said only "use
+    another file": it names the rule files it was built with, this run's, and the option
+    that uses it; a rule file edited since, and a table too old to record its rules, are
+    told apart."""
+    from morello_asp.cli import main
+
+    db = tmp_path / "m.db"
+    extra = tmp_path / "extra.lp"
+    extra.write_text("forbid(S, A) :- cand(S, A), A = select(dot_product_loop).\n")
+    assert main(["synth", "Matmul(2x2x2, f32)", "-q", "--db", str(db), "--rules", str(extra)]) == 0
+    capsys.readouterr()
+
+    def refused(*argv) -> str:
+        rc = main(["synth", "Matmul(2x2x2, f32)", "-q", "--db", str(db), *argv])
+        out, err = capsys.readouterr()
+        assert rc == 2 and not out and len(err.strip().splitlines()) == 1, (rc, out, err)
+        return err
+
+    err = refused()
+    assert f"was built with rule files {extra} but this run has no rule files" in err, err
+    assert f"to use it, run with --rules {extra}" in err, err
+    err = refused("--rules", "fuse_in_cache")  # an optional rule set is named as --rules takes it
+    assert f"built with rule files {extra} but this run has rule files fuse_in_cache" in err, err
+    err = refused("--target", "avx512", "--rules", str(extra))
+    assert "was built for target avx2 but this run is for avx512; to use it, pass --target avx2" in err, err
+    with sqlite3.connect(str(db)) as c:
+        assert json.loads(c.execute("SELECT v FROM meta WHERE k = 'rules'").fetchone()[0]) == [str(extra)]
+    extra.write_text(extra.read_text() + "% edited\n")
+    from morello_asp.solver import engine
+
+    monkeypatch.setattr(engine, "_ENGINES", {})  # as a new process would: the engine reads the file as it is now
+    err = refused("--rules", str(extra))
+    assert "was built with the same rule files" in err and "have changed since" in err, err
+    with sqlite3.connect(str(db)) as c:  # a table made before tables recorded their rule files
+        c.execute("DELETE FROM meta WHERE k = 'rules'")
+    err = refused()
+    assert "does not record its rule files" in err and "pass the --rules it was built with" in err, err
 
 
 @pytest.mark.slow
