@@ -3,21 +3,22 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup setup-ray demo lint test test-all test-slow precompute cross-tools clean
+.PHONY: setup setup-ray demo lint test test-all test-slow docs precompute cross-tools clean
 
 setup: $(VENV)/.installed
 
+# the docs extra (mkdocs-material) too, so that wherever the tests run the docs build
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,bench]'
+	$(BIN)/pip install -q -e '.[test,bench,docs]'
 	touch $@
 
 # setup-ray: the optional ray extra (precompute --ray; the Ray tests, which skip without it)
 setup-ray: $(VENV)/.ray-installed
 
 $(VENV)/.ray-installed: $(VENV)/.installed
-	$(BIN)/pip install -q -e '.[test,bench,ray]'
+	$(BIN)/pip install -q -e '.[test,bench,docs,ray]'
 	touch $@
 
 # demo: numpy at the full ISA of this CPU (a hold-back some machines set for old OpenBLAS
@@ -27,7 +28,7 @@ demo: setup
 		$(BIN)/morello-asp synth "Matmul(64x64x64, f32)" --run --bench
 
 # lint: ruff (lint and format) and mypy, configured in pyproject.toml; about 20 s.
-LINTED := morello_asp solver codegen tests benchmarks examples
+LINTED := morello_asp solver codegen tests benchmarks examples docs/gen_cli.py
 lint: setup
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
@@ -48,6 +49,12 @@ test-all: lint setup-ray
 
 test-slow: lint setup-ray
 	$(PYTEST) -m slow
+
+# docs: the docs site (mkdocs.yml, pages under docs/) into site/, strictly: a broken link
+# or anchor, a page missing from the nav or a warning fails. `$(BIN)/mkdocs serve` to browse.
+# (NO_MKDOCS_2_WARNING: mkdocs-material's notice about its successor, printed on every build.)
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # precompute: a memo table for the default rules and target, every Matmul f32 up to
 # PRECOMPUTE_SIZE (default 64) per dimension, on all local cores (see README, Precompute);
