@@ -1,6 +1,9 @@
 """morello-asp: a synthesizing compiler for tensor programs whose rewrite rules and
 targets are logic programs."""
 
+# First, before anything else loads: Ctrl-C while the command starts is one line, exit 130.
+from . import cli_signals  # noqa: F401  # isort: skip
+
 from .cost import Cost, compute_cost
 from .dtypes import Dtype
 from .errors import (

@@ -12,6 +12,7 @@ import signal
 import sys
 import traceback
 
+from . import cli_signals
 from .errors import Interrupted, MorelloError, RefutedError
 
 COMMAND_MODULES = [
@@ -123,15 +124,21 @@ def _main(argv) -> int:
     argv = [a for a in argv if a != "--debug"]
 
     def run() -> int:
-        parser = build_parser()
+        # Until here (imports) and after this (exit), Ctrl-C ends the command process
+        # at once in one line (cli_signals); inside, the command's own handling.
+        handed = cli_signals.hand_over(_raise_on_sigterm)
         try:
-            args = parser.parse_args(argv)
-        except SystemExit as e:  # --help
-            sys.stdout.flush()
-            return e.code if isinstance(e.code, int) else 0
-        rc = args.func(args) or 0
-        sys.stdout.flush()  # here, so that a closed pipe is seen here
-        return rc
+            parser = build_parser()
+            try:
+                args = parser.parse_args(argv)
+            except SystemExit as e:  # --help
+                sys.stdout.flush()
+                return e.code if isinstance(e.code, int) else 0
+            rc = args.func(args) or 0
+            sys.stdout.flush()  # here, so that a closed pipe is seen here
+            return rc
+        finally:
+            cli_signals.take_back(handed)
 
     try:
         return _guarded(run, "morello-asp", debug)
