@@ -26,7 +26,8 @@ class RuleError(MorelloError):
 
 
 class NoImplementationError(MorelloError):
-    """No implementation of a spec fits its memory limits under the rules in force."""
+    """No implementation of a spec under the rules and memory limits in force; the message
+    says which: no rewrite applies to a spec below it, or every one exceeds its limits."""
 
 
 class LegalityError(MorelloError):

@@ -219,7 +219,10 @@ def _query(args):
         print(f"not in {args.db}: run `morello-asp synth` with --db {args.db} first")
         return 1
     if not d.feasible:
-        print(f"no implementation of {spec} fits its memory limits (recorded in {args.db})")
+        print(
+            f"no implementation of {spec} under these rules and memory limits (recorded in {args.db}; "
+            "`morello-asp synth` with the same options says why)"
+        )
         return 1
     imp = search.build(spec)  # every decision on the way is a memo hit
     _emit(imp, args)

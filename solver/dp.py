@@ -208,6 +208,10 @@ def _young_collections_rarer():
             gc.set_threshold(*saved)
 
 
+def _specs(n: int) -> str:
+    return f"{n} spec{'s' if n != 1 else ''}"
+
+
 _UNSEEN: list = []  # state.get's default in Search._prefetch: a spec not met yet
 
 
@@ -458,11 +462,65 @@ class Search:
         self._prefetch((spec,), BATCH)
         d = self._solve(spec)
         if not d.feasible:
-            raise NoImplementationError(f"no implementation of {spec} fits its memory limits under the rules in force")
+            raise NoImplementationError(self.why_none(spec))
         for e in self._expansions(spec):
             if e.action == d.action:
                 return node_from_expansion(spec, e, [self._build(c) for c in e.children])
         raise NoImplementationError(f"stored decision {d.action} no longer applies to {spec} (rules changed?)")
+
+    def why_none(self, spec: Spec, most: int = 2000) -> str:
+        """Why a spec the search found no implementation of has none, in one line: the
+        specs every way down ends at (breadth first, at most `most` looked at), either
+        because no rewrite applies to them at all (the rules derive none, or forbid every
+        one) or because every rewrite that applies needs more memory than is left."""
+        bare: list[Spec] = []  # no rewrite at all
+        over: list[tuple[Spec, list[Expansion]]] = []  # rewrites, none within the limits
+        seen = {spec}
+        queue = deque([spec])
+        while queue and len(seen) <= most:
+            s = queue.popleft()
+            fitted = self.engine.fitted(s)
+            if not fitted:
+                every = self.engine.class_expansions(s)
+                if every:
+                    over.append((s, every))
+                else:
+                    bare.append(s)
+                continue
+            for _, kids in fitted:
+                for c in kids:
+                    if c not in seen and not self._solve(c).feasible:
+                        seen.add(c)
+                        queue.append(c)
+        head = f"no implementation of {spec}"
+        rules = "under the rules in force (they derive none, or forbid every one)"
+        if bare and bare[0] is spec:
+            return f"{head}: no rewrite applies to it {rules}"
+        if over and over[0][0] is spec:
+            return (
+                f"{head}: every rewrite that applies to it exceeds its memory limits ({self._least(spec, over[0][1])})"
+            )
+        why = []
+        if bare:
+            more = f" (and to {_specs(len(bare) - 1)} more below it)" if len(bare) > 1 else ""
+            why.append(f"no rewrite applies to {bare[0]}{more} {rules}")
+        if over:
+            s, every = over[0]
+            more = f" (and of {_specs(len(over) - 1)} more below it)" if len(over) > 1 else ""
+            why.append(f"every rewrite of {s}{more} exceeds its memory limits ({self._least(s, every)})")
+        if not why:  # only a rule set that loops back to an open spec
+            return f"{head}: its rewrites lead back to specs being solved (a rule set that loops)"
+        return f"{head}: every way down ends where " + "; and where ".join(why)
+
+    def _least(self, spec: Spec, every: list[Expansion]) -> str:
+        """The rewrite of `spec` that needs the least memory, and how much is left."""
+        needs = [(e.alloc[1], e.alloc[0], e) for e in every if e.alloc is not None]
+        if not needs:
+            return "none fits"
+        units, li, e = min(needs, key=lambda x: x[0])
+        lv = self.target.levels[li]
+        plural = "s" if units != 1 else ""
+        return f"the least, {e.action}, needs {units} {lv.unit}{plural} of {lv.name}, {spec.limits[li]} left"
 
     def _expansions(self, spec: Spec) -> list[Expansion]:
         """A spec's rewrites, its class read from the memo table's cache when the table

@@ -434,6 +434,12 @@ class Engine:
     def expand(self, spec: Spec) -> list[Expansion]:
         return self.expand_many([spec])[0]
 
+    def class_expansions(self, spec: Spec) -> list[Expansion]:
+        """Every rewrite the rules derive for spec's class, whether it fits spec's memory
+        limits or not (`fitted` keeps those that do)."""
+        self.fitted(spec)
+        return self._class_cache[spec.without_limits]
+
     def request(self, spec: Spec, action: Action) -> Expansion:
         """Apply one rewrite a user asked for; ScheduleError says why it does not apply."""
         fam = family(action.name)

@@ -121,6 +121,42 @@ def test_synthesize_refuses_what_is_not_a_spec():
             synthesize(bad)
 
 
+GL3 = "(f32, GL, row_major), (f32, GL, row_major), (f32, GL, row_major)"
+
+
+@pytest.mark.parametrize(
+    "rules,spec,want",
+    [
+        # every rewrite forbidden: nothing applies to the spec itself
+        ("forbid(S, A) :- cand(S, A).", TINY, "): no rewrite applies to it under the rules in force"),
+        # every kernel forbidden: the search ends at specs nothing applies to, not at a memory limit
+        (
+            "forbid(S, A) :- cand(S, A), A = select(_).",
+            TINY,
+            "): every way down ends where no rewrite applies to (",
+        ),
+        # no memory at all: the rewrites apply, and every one needs more than is left
+        (None, f"(MatmulAccum(1x1x1, {GL3}), [0, 0, 0, 0])", "every rewrite that applies to it exceeds its memory"),
+        (None, f"(Matmul(2x2x2, {GL3}), [0, 0, 0, 0])", "every way down ends where every rewrite of (MatmulAccum"),
+    ],
+    ids=["all-forbidden", "kernels-forbidden", "no-memory", "no-memory-below"],
+)
+def test_no_implementation_says_whether_the_rules_or_the_memory_limits_are_why(tmp_path, capsys, rules, spec, want):
+    """Issue 56: "no implementation fits its memory limits" was said when the rules forbid
+    every kernel. The message tells a spec no rewrite applies to (the rules) from one whose
+    every rewrite exceeds its limits (memory: the least it needs, and what is left)."""
+    argv = ["synth", spec, "-q", "--no-db"]
+    if rules is not None:
+        f = tmp_path / "forbid.lp"
+        f.write_text(rules + "\n")
+        argv += ["--rules", str(f)]
+    rc, out, err = run_main(capsys, argv)
+    check_one_line(rc, err, 2, want)
+    assert ("memory" in err) == (rules is None), err
+    if rules is None:
+        assert "needs 1 line of L1, 0 left" in err, err
+
+
 def test_synthesize_names_an_argument_of_the_wrong_type():
     """Issue 56: `db=42` was a bare TypeError from pathlib. Each argument of a type the API
     does not take is an InputTypeError (an InputError and a TypeError) naming it and what
