@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def make_search(
-    target: str | Target | None = None, rules=(), db: Any = DEFAULT_TABLE, progress: Progress | None = None
+    target: str | Target | None = None, rules=(), db: Any = DEFAULT_TABLE, progress: Progress | bool | None = None
 ) -> Search:
     from morello_asp.solver.dp import Progress, Search
     from morello_asp.solver.engine import get_engine
@@ -30,7 +30,7 @@ def make_search(
         warnings.warn(w, stacklevel=3)
     engine = get_engine(as_target(target), tuple(str(r) for r in rules))
     memo = open_db(db, engine) if db is not None else None
-    return Search(engine, memo, progress or Progress(enabled=False))
+    return Search(engine, memo, Progress() if progress is True else progress or Progress(enabled=False))
 
 
 def _checked_args(rules, db: Any, progress) -> tuple:
@@ -53,9 +53,10 @@ def _checked_args(rules, db: Any, progress) -> tuple:
             f"db={db!r}: expected a memo table file path (str or os.PathLike), None (keep nothing), "
             "or a memo table object with get and put (default: the user's default table)"
         )
-    if progress is not None and not all(hasattr(progress, m) for m in ("update", "done")):
+    if not isinstance(progress, bool | None) and not all(hasattr(progress, m) for m in ("update", "done")):
         raise InputTypeError(
-            f"progress={progress!r}: expected a morello_asp.solver.dp.Progress (or None for no display)"
+            f"progress={progress!r}: expected a morello_asp.solver.dp.Progress, True (a display on a terminal) "
+            "or None/False (none)"
         )
     return rules
 
@@ -88,7 +89,7 @@ def synthesize(
     target: str | Target | None = None,
     rules=(),
     db: Any = DEFAULT_TABLE,
-    progress: Progress | None = None,
+    progress: Progress | bool | None = None,
     guide: str | None = None,
 ) -> Impl:
     """The lowest-cost implementation of `spec` under the cost model, for `target`
@@ -116,7 +117,7 @@ def synthesize(
             search.progress.done()
 
 
-def synthesize_all(impl: Impl, db: Any = DEFAULT_TABLE, rules=(), progress: Progress | None = None) -> Impl:
+def synthesize_all(impl: Impl, db: Any = DEFAULT_TABLE, rules=(), progress: Progress | bool | None = None) -> Impl:
     """Complete a partial program: every open spec gets its optimal implementation,
     for the program's own target."""
     _checked_args(rules, db, progress)

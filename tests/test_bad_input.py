@@ -178,6 +178,7 @@ def test_synthesize_names_an_argument_of_the_wrong_type():
         assert isinstance(e.value, InputError) and isinstance(e.value, TypeError)
     with pytest.raises(InputTypeError, match="db=42"):
         synthesize_all(SpecHole(parse_spec(TINY)), db=42)
+    assert synthesize(TINY, db=None, progress=False).is_complete  # False (and True) say whether to show it
 
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, where no file can be created")
