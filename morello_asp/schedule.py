@@ -16,6 +16,7 @@ from .dtypes import Dtype
 from .errors import LegalityError, ScheduleError
 from .ir import Impl, SpecHole
 from .layout import Layout
+from .naming import snake
 from .rewrites import Action
 from .spec import Spec
 
@@ -148,8 +149,21 @@ def move_param(
 
 
 def select(p: Program, kernel: str) -> Impl:
-    """The target microkernel `kernel`; see Schedulable.select."""
-    return apply(p, rewrites.select.action(kernel))
+    """The target microkernel `kernel`; see Schedulable.select. A kernel the target does
+    not have, or one that does not apply, is a ScheduleError that lists those that do."""
+    leaf = leaf_spec(p)
+    engine = _engine(leaf)
+
+    def applying() -> str:
+        names = [e.action.args[0] for e in engine.expand(leaf) if e.action.name == "select"]
+        return f"kernels that apply to this spec: {', '.join(names)}" if names else "no kernel applies to this spec"
+
+    if snake(str(kernel)) not in engine.kernels:
+        raise ScheduleError(f"unknown kernel {kernel} for target {leaf.target.name}; {applying()}")
+    try:
+        return apply(p, rewrites.select.action(kernel))
+    except ScheduleError as e:
+        raise ScheduleError(f"{e}; {applying()}") from None
 
 
 def pipeline(

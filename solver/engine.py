@@ -126,6 +126,7 @@ class Engine:
         self.tracks_alignment = True  # until the files are read (_load_catalog)
         self.stride_levels: frozenset[str] | None = None
         self.stride_runs = 0
+        self.kernels: frozenset[str] = frozenset()
         self._catalog_facts = self._load_catalog()
         # Surface grounding errors (unsafe variables, ...) in user files now, not mid-search
         # (the shipped files ground: _load_catalog just did, and the test suite runs them).
@@ -178,6 +179,7 @@ class Engine:
                     str(a.symbol.arguments[0]) for a in ctl.symbolic_atoms.by_signature("stride_read", 1)
                 ),
                 "stride_read_runs": min((x.number for x in runs), default=0),
+                "kernels": sorted(str(a.symbol.arguments[0]) for a in ctl.symbolic_atoms.by_signature("tgt_kernel", 1)),
             }
 
         def well_formed(value) -> bool:
@@ -186,6 +188,7 @@ class Engine:
                     isinstance(value["track_alignment"], bool)
                     and all(isinstance(x, str) for x in value["stride_read"])
                     and isinstance(value["stride_read_runs"], int)
+                    and all(isinstance(k, str) for k in value["kernels"])
                     and all(isinstance(r, int) and isinstance(t, str) for r, t in value["layouts"])
                 )
             except (KeyError, TypeError, ValueError):  # an entry of another format
@@ -206,6 +209,7 @@ class Engine:
         self.tracks_alignment = decl["track_alignment"]
         self.stride_levels = frozenset(x.upper() for x in decl["stride_read"])
         self.stride_runs = decl["stride_read_runs"]
+        self.kernels = frozenset(decl["kernels"])  # tgt_kernel/1: the target's kernels, snake case
         facts = [f"layout_row_major({r},{self.ids.id(Layout.row_major(r))})." for r in range(1, 9)]
         for rank, text in decl["layouts"]:
             term = clingo.parse_term(text)

@@ -54,6 +54,25 @@ def test_default_child_and_errors():
     assert isinstance(done.body.body, KernelApp)
 
 
+def test_select_of_an_unknown_kernel_names_it_and_those_that_apply():
+    """Issue 56: select("Foo") said only that it does not apply. An unknown kernel is named
+    as unknown for the target, with the kernels that apply to the spec, in one line; a
+    known kernel that does not apply lists them too."""
+    rf = "(f32, RF, row_major)"
+    spec = parse_spec(f"(MatmulAccum(1x1x1, {rf}, {rf}, {rf}), [64, 16, 1024, 1000000])")
+    for name in ("Foo", "foo_bar"):
+        with pytest.raises(ScheduleError) as e:
+            spec.select(name)
+        msg = str(e.value)
+        assert msg == f"unknown kernel {name} for target avx2; kernels that apply to this spec: MultAdd, Point", msg
+    with pytest.raises(ScheduleError, match="does not apply.*; kernels that apply to this spec: MultAdd, Point"):
+        spec.select("VectorZero")
+    gl = "(f32, GL, row_major)"
+    with pytest.raises(ScheduleError, match="^unknown kernel Foo for target avx2; no kernel applies to this spec$"):
+        parse_spec(f"(Matmul(4x4x4, {gl}, {gl}, {gl}), [64, 16, 1024, 1000000])").select("Foo")
+    assert isinstance(spec.select("mult_add"), KernelApp)  # either spelling of a known one
+
+
 def test_non_dividing_tile_leaves_boundaries_that_partition():
     spec = parse_spec("Matmul(7x8x5, f32)")
     imp = spec.tile([1, 3, 8, 2])
