@@ -64,14 +64,16 @@ def _bench(args):
 
 
 def _targets(args):
-    """Every installed target (encodings/targets/*.lp) and whether this machine runs it."""
+    """Every installed target (the entry files of encodings/targets/) and whether this
+    machine runs it; then the files there that targets include, which are not targets."""
     from morello_asp.errors import MorelloError
-    from morello_asp.target import ENCODINGS, get_target
+    from morello_asp.target import get_target, installed_targets
 
     from .ctarget import get_ctarget
 
     rows = []
-    for entry in sorted((ENCODINGS / "targets").glob("*.lp")):
+    entries, includes = installed_targets()
+    for entry in entries.values():
         try:
             ct = get_ctarget(get_target(entry))
         except MorelloError as e:
@@ -93,6 +95,9 @@ def _targets(args):
         print(f"{name:<{width}}  {status}")
         if desc:
             print(f"{'':<{width}}  {desc}")
+    if includes:
+        shared = "; ".join(f"{n}.lp ({', '.join(by) or 'included by none'})" for n, by in includes.items())
+        print(f"\ninclude files, not targets (included by): {shared}")
     return 0
 
 

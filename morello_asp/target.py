@@ -140,17 +140,54 @@ def _sym(s: clingo.Symbol):
     return str(s)
 
 
+def _declares_levels(entry: Path) -> bool:
+    """Whether a file, with what it #includes, declares memory levels (tgt_level/6): a
+    target's entry file does; a file that targets include need not."""
+    ctl = clingo.Control(["--warn=none"])
+    try:
+        ctl.load(str(entry))
+        ctl.ground([("base", [])])
+    except RuntimeError:
+        return True  # a broken target is still a target: loading it says what is wrong
+    return any(True for _ in ctl.symbolic_atoms.by_signature("tgt_level", 6))
+
+
+def installed_targets() -> tuple[dict[str, Path], dict[str, list[str]]]:
+    """The targets in encodings/targets/ by name, and the other .lp files there, which
+    targets #include (c_scalar.lp: the C of the generic scalar kernel), each with the
+    targets that include it. A target's entry file declares the machine's memory levels
+    (tgt_level/6), itself or in a file it includes."""
+    from morello_asp.solver.logic_files import with_includes
+
+    files = sorted((ENCODINGS / "targets").glob("*.lp"))
+    entries = {f.stem: f for f in files if _declares_levels(f)}
+    includes: dict[str, list[str]] = {f.stem: [] for f in files if f.stem not in entries}
+    for name, f in entries.items():
+        for g in with_includes([f])[1:]:
+            if g.resolve().parent == f.resolve().parent and g.stem in includes:
+                includes[g.stem].append(name)
+    return entries, includes
+
+
 def target_entry(name_or_path: str | Path) -> Path:
     p = Path(name_or_path)
     if p.suffix == ".lp" and p.exists():
         return p.resolve()
     cand = ENCODINGS / "targets" / f"{name_or_path}.lp"
     if cand.exists():
-        return cand
-    known = sorted(q.stem for q in (ENCODINGS / "targets").glob("*.lp"))
-    raise TargetError(
-        f"unknown target {name_or_path!r}; known targets: {', '.join(known)} (or pass a path to a .lp file)"
-    )
+        return cand  # an include file (no levels) is named as one when it is loaded
+    known = ", ".join(installed_targets()[0])
+    raise TargetError(f"unknown target {name_or_path!r}; known targets: {known} (or pass a path to a .lp file)")
+
+
+def not_a_target(entry: Path) -> str | None:
+    """For a file of encodings/targets/ that targets #include (no levels of its own):
+    what to say instead of "no tgt_level/6 facts"."""
+    entries, includes = installed_targets() if entry.parent == ENCODINGS / "targets" else ({}, {})
+    if entry.stem not in includes:
+        return None
+    by = ", ".join(includes[entry.stem]) or "none"
+    return f"{entry.stem} is not a target but a file targets include ({by}); known targets: {', '.join(entries)}"
 
 
 # Optional rule sets that the default rules have absorbed, and what replaced them.
@@ -209,7 +246,7 @@ def load_target_file(entry: Path, extra: tuple[Path, ...] = ()) -> Target:
         key=lambda lv: lv.index,
     )
     if not levels:
-        raise TargetError(f"target {entry}: no tgt_level/6 facts")
+        raise TargetError(not_a_target(entry) or f"target {entry}: no tgt_level/6 facts")
     if [lv.index for lv in levels] != list(range(len(levels))):
         raise TargetError(f"target {entry}: tgt_level indices must be 0..{len(levels) - 1}")
     for lv in levels:

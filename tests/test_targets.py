@@ -53,11 +53,36 @@ def test_targets_command_lists_installed_targets_and_whether_they_run_here(capsy
     assert main(["targets", "-v"]) == 0
     out = capsys.readouterr().out
     for entry in sorted((ENCODINGS / "targets").glob("*.lp")):
+        if entry.stem == "c_scalar":  # included by the targets: not one itself (issue 56)
+            continue
         assert any(line.startswith(entry.stem + " ") for line in out.splitlines()), entry.stem
+    assert "cannot load" not in out and not any(ln.startswith("c_scalar") for ln in out.splitlines()), out
+    assert out.splitlines()[-1].startswith("include files, not targets (included by): c_scalar.lp (avx2, "), out
     why = get_ctarget("avx2").cannot_run()
     line = next(ln for ln in out.splitlines() if ln.startswith("avx2 "))
     assert ("runs here" in line) if not why else (why in line)
     assert "cpu flags avx2 fma" in out
+
+
+def test_an_include_file_is_not_offered_or_loaded_as_a_target():
+    """Issue 56: `targets` listed c_scalar (a file the targets #include, with no memory
+    levels) as a target that "cannot load", and the known targets named it. A target's
+    entry file declares levels (tgt_level/6); --target c_scalar says what c_scalar is."""
+    from morello_asp.target import get_target, installed_targets
+
+    entries, includes = installed_targets()
+    assert "c_scalar" not in entries and {"avx2", "avx512", "neon"} <= set(entries)
+    assert {"avx2", "avx512", "neon"} <= set(includes["c_scalar"]) and set(includes["c_scalar"]) <= set(entries)
+    known = ", ".join(entries)
+    with pytest.raises(TargetError) as e:
+        get_target("c_scalar")
+    assert str(e.value) == (
+        f"c_scalar is not a target but a file targets include ({', '.join(includes['c_scalar'])}); "
+        f"known targets: {known}"
+    )
+    with pytest.raises(TargetError) as e:
+        get_target("avx3")
+    assert str(e.value) == f"unknown target 'avx3'; known targets: {known} (or pass a path to a .lp file)"
 
 
 ROOT = Path(__file__).resolve().parent.parent
