@@ -241,9 +241,21 @@ def _explain(args):
     for e, d in rows:
         cost = "no implementation" if d is None else f"cost {d.cost}"
         print(f"  {e.action}: {cost}")
+        if args.terms:
+            print(f"      % action term: {_rule_term(spec, e.action, search.engine)}")
         for c in e.children:
             print(f"      {c}")
     return 0
+
+
+def _rule_term(spec, action, engine) -> str:
+    """How the rule files spell `action` (rewrites' rule_term)."""
+    from morello_asp.rewrites import family
+
+    try:
+        return family(action.name).rule_term(spec, action, engine)
+    except MorelloError as e:  # an action the rules derived cannot fail to spell; say so if it does
+        return f"? ({e})"
 
 
 def register(sub):
@@ -322,4 +334,10 @@ def register(sub):
     p = sub.add_parser("explain", help="every applicable rewrite of a spec, its sub-specs and optimal cost")
     common(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument(
+        "--terms",
+        action="store_true",
+        help="under each action, the term the rule files use for it (cand/2, forbid/2, action/2), "
+        "e.g. tile1(3,2,0) for tile([1, 2, 2, 2]): what a rule of your own matches",
+    )
     p.set_defaults(func=_explain)

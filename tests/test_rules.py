@@ -437,3 +437,28 @@ def test_kind_facts_are_written_once_per_call_and_the_spec_facts_derived_from_th
         assert f"spec_reduction({sid},1)" not in atoms
     # The image's rows are h + fh: summed, with the extent the facts give (3 + 3 - 1).
     assert {"spec_opsum(2,0,2,3)", "spec_opsum(2,0,2,5)", "spec_opoff(2,0,2,0)", "spec_opext(2,0,2,5)"} <= atoms
+
+
+def test_explain_terms_are_the_terms_the_rules_derive(capsys):
+    """Issue 56: explain printed actions as tile([1, 1, 2, 2]) and move_param(0, L1,
+    row_major) while the rules match tile1(D, T, P) and move(Op, l1, LayId, V). With
+    --terms each action has its term under it, and each is an action/2 term the rules
+    derive for the spec (a rule of a user's matches it as printed)."""
+    import re
+
+    from morello_asp.cli import main
+
+    spec = "Matmul(2x2x2, f32)"
+    assert main(["explain", spec, "--no-db", "-q", "--terms"]) == 0
+    out = capsys.readouterr().out
+    printed = dict(re.findall(r"^  (\S.*?): (?:cost \d+|no implementation)\n      % action term: (\S+)$", out, re.M))
+    assert len(printed) == out.count("% action term:") == len(re.findall(r"^  \S", out, re.M)), out
+    assert printed["tile([1, 1, 2, 2])"] == "tile1(1,1,0)" and printed["to_accum()"] == "to_accum", out
+    assert printed["move_param(0, L1, row_major)"].startswith("move(0,l1,"), out
+    derived = {a[len("action(0,") : -1] for a in solve([parse_spec(spec)]) if a.startswith("action(0,")}
+    assert set(printed.values()) <= derived, set(printed.values()) - derived
+    rf = "(f32, RF, row_major)"
+    assert (
+        main(["explain", f"(MatmulAccum(1x1x1, {rf}, {rf}, {rf}), [64, 16, 1024, 1000000])", "--no-db", "--terms"]) == 0
+    )
+    assert "  select(MultAdd): cost 1\n      % action term: select(mult_add)\n" in capsys.readouterr().out

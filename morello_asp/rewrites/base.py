@@ -54,6 +54,11 @@ class Rewrite(ABC):
         """The action term and extra facts that ask the logic files for `action`;
         raises ScheduleError when the arguments cannot fit the spec at all."""
 
+    def rule_term(self, spec: Spec, action: Action, ctx: Context) -> str:
+        """`action` as the rule files spell it: the term of cand/2, forbid/2 and action/2
+        (`explain --terms` prints it beside each action, for users who write rules)."""
+        return self.request(spec, action, ctx)[0]
+
     def matches(self, derived: Action, wanted: Action) -> bool:
         """Whether a derived action is the one a user asked for."""
         return derived == wanted

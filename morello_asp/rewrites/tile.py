@@ -54,6 +54,15 @@ class Tile(Rewrite):
             )
         return f"tile({int(par)})", [f"req_tile(0,{d},{t})." for d, t in enumerate(shape)]
 
+    def rule_term(self, spec, action, ctx):
+        """The search's tiles are tile1(D, T, P): dimension D in tiles of T (P: parallel);
+        a tile of several dimensions at once is asked for as tile(P) with req_tile/3 facts."""
+        shape, par = action.args
+        cut = [d for d, (t, n) in enumerate(zip(shape, spec.shape)) if t != n]
+        if len(cut) == 1:
+            return f"tile1({cut[0]},{shape[cut[0]]},{int(par)})"
+        return super().rule_term(spec, action, ctx)
+
     def text(self, action):
         shape, par = action.args
         return f"tile([{', '.join(map(str, shape))}]{', parallel' if par else ''})"
