@@ -409,5 +409,10 @@ def register(sub) -> None:
         "--limit", type=int_range(1, what="a number of rectangles"), metavar="N", help="only the first N rectangles"
     )
     add_rules_option(v, "the extra rule files or rule sets the table was built with")
-    v.add_argument("-q", "--quiet", action="store_true", help="no progress line, no list of unknowns")
+    v.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress line, no list of unknowns (warnings about your inputs still show)",
+    )
     v.set_defaults(func=lambda a: verify(a.file, a.rules, a.limit, a.quiet))

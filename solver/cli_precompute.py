@@ -89,5 +89,7 @@ def register(sub) -> None:
         action="store_true",
         help="drop an unfinished precompute's staged tasks and begin this one (committed decisions stay)",
     )
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress line or summary")
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress line or summary (warnings about your inputs still show)"
+    )
     p.set_defaults(func=_precompute)

@@ -312,7 +312,12 @@ def register(sub):
         help="schedule the outer loops by a named guide (blis: packing, "
         "cache tiles, 6x16 blocks), then synthesize the rest; for large matmuls",
     )
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress or statistics on stderr")
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress or statistics on stderr (warnings about your inputs, e.g. a rule file's, still show)",
+    )
     p.set_defaults(func=_synth)
 
     p = sub.add_parser("query", help="print the optimal program already in a memo table (no search)")
@@ -333,7 +338,9 @@ def register(sub):
 
     p = sub.add_parser("explain", help="every applicable rewrite of a spec, its sub-specs and optimal cost")
     common(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress on stderr (warnings about your inputs still show)"
+    )
     p.add_argument(
         "--terms",
         action="store_true",

@@ -280,6 +280,31 @@ def test_typo_in_rule_file_is_a_warning(capsys, files):
     assert err.count("\n") == 1 and "warning" in err and "vrff" in err and "did you mean vrf" in err, err
 
 
+@pytest.mark.parametrize("command", ["synth", "explain", "precompute", "db verify"])
+def test_quiet_keeps_the_warnings_about_the_users_rule_files(capsys, tmp_path, command):
+    """Issue 56: -q silences progress and statistics, never a warning about the user's own
+    inputs. Each command gets its own copy of the file (a process warns once per file as
+    it is)."""
+    typo = tmp_path / "typo.lp"
+    typo.write_text("forbid(S, A) :- cand(S, A), A = move(_, vrff, _, _).\n")
+    db = tmp_path / "m.db"
+    if command == "db verify":
+        assert main(["synth", TINY, "-q", "--db", str(db), "--rules", str(typo)]) == 0
+        typo.write_text(typo.read_text() + "% the same rules, checked again\n")  # (a new file to this process)
+        argv = ["db", "verify", str(db), "-q", "--limit", "2", "--rules", str(typo)]
+    elif command == "precompute":
+        argv = ["precompute", "--db", str(db), "--max-size", "2", "-q", "--rules", str(typo)]
+    else:
+        argv = [command, TINY, "-q", "--no-db", "--rules", str(typo)]
+    capsys.readouterr()
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    warnings = [ln for ln in err.splitlines() if ln.startswith("morello-asp: warning:")]
+    assert len(warnings) == 1 and "vrff" in warnings[0] and "did you mean vrf" in warnings[0], err
+    assert err.count("\n") == 1, err  # and nothing else: no progress, no statistics
+
+
 @pytest.mark.parametrize("name", ["loop.lp", "loop_per_spec.lp"])
 def test_rule_file_that_grounds_for_ever_times_out(files, name):
     """n(X+1) :- n(X) grounds for ever: a time-out names the file (in the preflight for
