@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup setup-ray demo lint test test-all test-slow docs precompute cross-tools clean
+.PHONY: setup setup-ray demo lint lint-imports test test-all test-slow docs precompute cross-tools clean
 
 setup: $(VENV)/.installed
 
@@ -33,6 +33,17 @@ lint: setup
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy
+	$(MAKE) --no-print-directory lint-imports
+
+# lint-imports: the layer contracts of pyproject.toml ([tool.importlinter]), checked by
+# import-linter on the package as it is installed (solver/, codegen/ and encodings/ inside
+# morello_asp/), laid out from a copy of the sources under build/.
+IMPORT_TREE := build/import-lint
+lint-imports: setup
+	rm -rf $(IMPORT_TREE) && mkdir -p $(IMPORT_TREE)
+	cp -r morello_asp $(IMPORT_TREE)/morello_asp
+	cp -r solver codegen encodings $(IMPORT_TREE)/morello_asp/
+	cd $(IMPORT_TREE) && PYTHONPATH=. $(CURDIR)/$(BIN)/lint-imports --no-cache --config $(CURDIR)/pyproject.toml
 
 # test: lint, then the default suite (pyproject.toml's addopts deselect tests marked slow;
 # about 3 minutes on 2 cores). test-all: every test. test-slow: only the slow ones.

@@ -82,13 +82,13 @@ def main(argv=None) -> int:
     spec = parse_spec(f"Matmul({n}x{n}x{n}, f32)")
     imp = synthesize(spec)
     ct = get_ctarget(spec.target)
-    src, omp = generate(imp)
+    src, omp = generate(imp, ct)
     cdef = cdefs(spec, "kernel")
     found = _panel(src)[2]
     labels, fns = [], []
     for w in [found] + [w for w in args.widths if w != found]:
         text = src if w == found else widened(src, n, w)
-        prog = Program(imp, _built=(build(text, cdef, ct.flags, omp, cc=ct.compiler_command), "kernel"))
+        prog = Program(imp, ct, _built=(build(text, cdef, ct.flags, omp, cc=ct.compiler_command), "kernel"))
         err, tol = prog.check()
         if not err <= tol:
             raise SystemExit(f"panel_width.py: width {w} differs from numpy: max |error| {err:.3g} > {tol:.3g}")

@@ -43,7 +43,7 @@ def main(argv=None):
 def tables(sizes, keep=None):
     from morello_asp.solver.engine import get_engine
     from morello_asp.solver.memo_db import open_memo
-    from morello_asp.solver.verify_boxes import verify_table
+    from morello_asp.solver.verify import verify_table
 
     tmp = Path(keep or tempfile.mkdtemp())
     tmp.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,8 @@ import statistics
 import time
 from collections.abc import Callable
 
+from morello_asp.compose import component_specs
+
 
 def time_python(fn: Callable[[], object], reps: int = 7, min_time: float = 0.05, warmup: int = 2) -> float:
     """Median seconds per call of fn()."""
@@ -71,8 +73,6 @@ def numpy_expression(spec) -> str | None:
 
     k = spec.k
     if k.is_compose:
-        from morello_asp.compose import component_specs
-
         info = k.components
         assert info is not None
         src = {s: j for j, s in enumerate(info.sources)}

@@ -34,11 +34,15 @@ from pathlib import Path
 
 import clingo.ast as cast
 
-from ..cost import compute_cost, move_cost
+from morello_asp.codegen.emit import emit_function, resolve
+from morello_asp.cost import compute_cost
+from morello_asp.cost_model import move_cost
+from morello_asp.rewrites import node_from_expansion
+from morello_asp.solver.engine import Engine
+
 from ..ir import Alloc, Impl, KernelApp, Loop
 from ..naming import snake
 from ..rewrites import for_node
-from ..schedule import node_from_expansion
 from ..spec import Spec
 from ..target import ENCODINGS, Target
 
@@ -174,8 +178,6 @@ class CostTerms:
         `move_levels`: those whose per-copy overhead is fitted (default: all)."""
         import tempfile
 
-        from ..solver.engine import Engine
-
         if levels is None:
             levels = [lv.name for lv in base.levels if not lv.is_register]
         if move_levels is None:
@@ -309,9 +311,8 @@ def sample_program(search, spec: Spec, rng: random.Random, k: int, p_opt: float,
 
 def code_key(impl: Impl) -> str:
     """The program's C without comments and blank space: equal keys, equal machine code."""
-    from .emit import emit_function
 
-    body, _ = emit_function(impl, "f")
+    body, _ = emit_function(impl, "f", resolve(impl))
     return re.sub(r"\s+", "", _COMMENT.sub("", body))
 
 

@@ -25,13 +25,11 @@ import os
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from morello_asp.errors import InputError
 from morello_asp.expr import Var
 
 if TYPE_CHECKING:
-    from .emit import Emitter, View
+    from morello_asp.codegen.emitter import Emitter, View
 
 
 @dataclass(eq=False)
@@ -52,6 +50,8 @@ def plan(em: Emitter, v: View, level: str) -> Pending | None:
     the target has no prefetch for the level, or the innermost loop does not move `v`,
     spans less than the target's MinBytes, or is parallel (its next trip runs on another
     core)."""
+    import numpy as np  # heavy: loaded when C is written, not with the package
+
     fact = em.ct.prefetch.get(level.upper())
     if fact is None or not em.prefetch_on or v.buf.in_registers or not em.env:
         return None

@@ -9,6 +9,7 @@ import ml_dtypes
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from morello_asp.compose import chain_terms, component_specs, reference_chain
 from morello_asp.errors import CodegenError
 from morello_asp.kinds import COMBINERS, NUMPY_OPS, eval_merge, expr_operands, expr_ops, expr_red_dims, numpy_op
 from morello_asp.spec import Spec
@@ -22,8 +23,6 @@ def reference(spec: Spec, *args: np.ndarray):
     if len(args) != len(spec.operands):
         raise CodegenError(f"{spec.kind} takes {len(spec.operands)} arrays, got {len(args)}")
     if k.is_compose:
-        from morello_asp.compose import reference_chain
-
         return reference_chain(spec, args, reference)
     if k.merged:
         return _merged(spec, args)
@@ -55,8 +54,6 @@ def flops(spec: Spec) -> int:
     of each output's per-point value, plus one combine per point where values combine."""
     k = spec.k
     if k.is_compose:
-        from morello_asp.compose import component_specs
-
         return sum(flops(c) for c in component_specs(spec))
     total = 0
     for o in k.outputs:
@@ -205,8 +202,6 @@ def tolerance(spec: Spec, want: np.ndarray) -> float:
     k = spec.k
     rank = len(spec.shape)
     if k.is_compose:
-        from morello_asp.compose import chain_terms
-
         terms = chain_terms(spec)
     else:  # values summed into each output: its reductions and the dimensions red(...) reads whole
         for d in set(k.reduction(rank)) | set(k.scans(rank)):

@@ -36,11 +36,11 @@ from morello_asp.errors import CodegenError
 from morello_asp.ir import Impl
 from morello_asp.target import Target
 
-from .api import Callable, bench_operands
 from .build import cache_dir, compiler
+from .calling import BenchResult, Callable, bench_operands
 from .convert import from_buffer, to_buffer
-from .ctarget import CTarget, get_ctarget
-from .emit import generate, inputs_of, param_names
+from .ctarget import CTarget
+from .emit import generate, inputs_of, param_names, resolve
 from .errors import CompileError
 from .reference import flops
 
@@ -144,14 +144,18 @@ def main_function(impl: Impl) -> str:
 def standalone_c(impl: Impl, target: str | Target | None = None, rules=()) -> str:
     """A C program with `main` computing `impl` (see the module's docstring), its listing
     in a comment at the top."""
-    src, omp = generate(impl, target, rules)
-    ct = get_ctarget(target or impl.spec.target, rules)
+    return standalone_source(impl, resolve(impl, target, rules))[0]
+
+
+def standalone_source(impl: Impl, ct: CTarget) -> tuple[str, bool]:
+    """standalone_c's text, and whether it needs OpenMP."""
+    src, omp = generate(impl, ct)
     run = " ".join([*ct.emulator, "./prog"])
     head = _comment(
         f"{impl.spec}\n\n{impl}\n\nbuild: {' '.join(build_command(ct, 'prog.c', 'prog', omp))}\n"
         f"run:   {run} [{' '.join(n.upper() + '.bin' for n in param_names(impl.spec))}]  (codegen/standalone.py)"
     )
-    return head + "\n" + src + "\n" + main_function(impl) + "\n"
+    return head + "\n" + src + "\n" + main_function(impl) + "\n", omp
 
 
 def build_command(ct: CTarget, c_file: str, exe: str, openmp: bool) -> list[str]:
@@ -168,12 +172,11 @@ def build_command(ct: CTarget, c_file: str, exe: str, openmp: bool) -> list[str]
     ]
 
 
-def build_executable(impl: Impl, target: str | Target | None = None, rules=()) -> Path:
+def build_executable(impl: Impl, target: str | Target | CTarget | None = None, rules=()) -> Path:
     """The standalone executable of `impl`, compiled by the target's compiler (cached by
     a hash of the C, the flags and the compiler's version)."""
-    ct = get_ctarget(target or impl.spec.target, rules)
-    src = standalone_c(impl, target, rules)
-    _gen, omp = generate(impl, target, rules)
+    ct = target if isinstance(target, CTarget) else resolve(impl, target, rules)
+    src, omp = standalone_source(impl, ct)
     cc, ccver = compiler(ct.compiler_command)
     cmd = build_command(ct, "prog.c", "prog", omp)
     key = hashlib.sha256("\0".join([src, " ".join(cmd), ccver]).encode()).hexdigest()[:20]
@@ -198,13 +201,13 @@ class StandaloneProgram(Callable):
     same calls as an in-process Program (`prog(a, b)`, `out=` a tuple for several
     outputs, `check()`, `benchmark()`)."""
 
-    def __init__(self, impl: Impl, target: str | Target | None = None, rules=()):
+    def __init__(self, impl: Impl, ct: CTarget | None = None):
         self.impl, self.spec = impl, impl.spec
-        self.ct = get_ctarget(target or impl.spec.target, rules)
+        self.ct = ct or resolve(impl)
         why = self.ct.cannot_run()
         if why:
             raise CodegenError(f"cannot run target {self.ct.target.name} programs here: {why}")
-        self.exe = build_executable(impl, target, rules)
+        self.exe = build_executable(impl, self.ct)
         self.emulator = self.ct.emulator  # programs run under it (e.g. qemu): their timings are no speed claim
         self.names = param_names(self.spec)
 
@@ -236,8 +239,6 @@ class StandaloneProgram(Callable):
             np.copyto(arrays[o], g)
 
     def benchmark(self, reps: int = 7, **_kw):
-        from .api import BenchResult
-
         spec = self.spec
         _got, err = self.run(bench_operands(spec), reps=max(reps, 1))  # the in-process timing's operands
         m = TIME_LINE.search(err)

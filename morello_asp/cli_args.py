@@ -90,7 +90,7 @@ def check_rules(target, rules) -> None:
     (solver/logic_files.py); warnings (a constant that matches nothing) go to stderr."""
     import sys
 
-    from morello_asp.solver.logic_files import check_rules as check
+    from morello_asp.solver.rule_check import check_rules as check
 
     for w in check(target, rules):
         print(f"morello-asp: warning: {w}", file=sys.stderr)

@@ -13,6 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from morello_asp.kinds.compose import dataflow_graph
+from morello_asp.rewrites import for_node
+
 from .errors import MorelloError
 from .ir import Alloc, Impl, KernelApp, Pipeline, SpecHole
 from .printer import Listing, param_names
@@ -84,7 +87,6 @@ class _Dataflow(Listing):
         super().node(node, args, depth)
 
     def _temps(self, node: Pipeline) -> list[str]:
-        from .rewrites import for_node
 
         return for_node(node).temp_names(node, self.fresh, self.target.prefix)  # type: ignore[attr-defined]
 
@@ -111,7 +113,6 @@ def program_graph(impl: Impl) -> nx.DiGraph:
 
 def compose_graph(spec: Spec) -> nx.DiGraph:
     """A Compose spec's components and operands (morello_asp/compose.py), labelled."""
-    from .compose import dataflow_graph
 
     info = spec.k.components
     if info is None:

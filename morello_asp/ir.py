@@ -13,13 +13,14 @@ from itertools import product as iproduct
 from math import prod
 from typing import TYPE_CHECKING, Any
 
-from .default_table import DEFAULT_TABLE
-from .schedulable import Schedulable
-from .spec import Spec, TensorSpec
+from morello_asp.default_table import DEFAULT_TABLE
+from morello_asp.ports import port
+from morello_asp.schedulable import Schedulable
+from morello_asp.spec import Spec, TensorSpec
 
 if TYPE_CHECKING:
-    from .codegen.api import BenchResult, Program
-    from .cost import Cost
+    from morello_asp.codegen.api import BenchResult, Program
+    from morello_asp.cost_model import Cost
 
 
 class Impl(Schedulable):
@@ -40,50 +41,32 @@ class Impl(Schedulable):
     @property
     def cost(self) -> Cost:
         """Cost, peak memory and depth under the spec's target (paper 3)."""
-        from .cost import compute_cost
-
-        return compute_cost(self)
+        return port("compute_cost")(self)
 
     def __str__(self) -> str:
-        from .printer import listing
-
-        return listing(self)
+        return port("listing")(self)
 
     def synthesize_all(self, db: Any = DEFAULT_TABLE, rules=(), progress=None) -> Impl:
         """Fill every open spec with its optimal implementation (paper 2.3)."""
-        from .synthesis import synthesize_all
-
-        return synthesize_all(self, db, rules=rules, progress=progress)
+        return port("synthesize_all")(self, db, rules=rules, progress=progress)
 
     def graph(self):
         """The program's dataflow as a networkx DiGraph (morello_asp/graph.py): buffers,
         pipeline intermediates and the kernels that read and write them."""
-        from .graph import program_graph
-
-        return program_graph(self)
+        return port("program_graph")(self)
 
     def write_graph(self, path) -> None:
         """Write the dataflow graph to `path` as Graphviz DOT (a .png: drawn, needs matplotlib)."""
-        from .graph import write_graph
-
-        write_graph(self.graph(), path)
+        port("write_graph")(self.graph(), path)
 
     def to_c(self, rules=(), standalone: bool = False) -> str:
         """The C of the complete program (`rules`: logic files with kernels it uses);
         `standalone`: a whole C program with `main` (codegen/standalone.py)."""
-        if standalone:
-            from .codegen.standalone import standalone_c
-
-            return standalone_c(self, self.spec.target, rules)
-        from .codegen.emit import to_c
-
-        return to_c(self, self.spec.target, rules)
+        return port("standalone_c" if standalone else "to_c")(self, self.spec.target, rules)
 
     def compile(self, rules=()) -> Program:
         """Compile through cffi: a callable on numpy arrays."""
-        from .codegen.api import compile_impl
-
-        return compile_impl(self, self.spec.target, rules)
+        return port("compile")(self, self.spec.target, rules)
 
     def benchmark(self, rules=(), **kw: Any) -> BenchResult:
         return self.compile(rules).benchmark(**kw)

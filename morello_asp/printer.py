@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-from .cost import compute_cost
-from .ir import Impl, SpecHole
-from .rewrites import for_node
-from .spec import Spec, TensorSpec
-from .target import Target
+from morello_asp.cost import compute_cost
+from morello_asp.ir import Impl, SpecHole
+from morello_asp.rewrites import for_node
+from morello_asp.spec import Spec, tensor_text
+from morello_asp.target import Target
 
 
 def param_names(spec: Spec) -> list[str]:
     """Operand names: the kind's, or p0, p1, ..."""
     return list(spec.k.params or [f"p{i}" for i in range(len(spec.operands))])
-
-
-def tensor_text(ts: TensorSpec, shape) -> str:
-    """A buffer's or view's shape, dtype, level, and layout and vector size when notable."""
-    s = "×".join(map(str, shape))
-    extra = [] if str(ts.layout) == "row_major" else [str(ts.layout)]
-    if ts.vector_size:
-        extra.append(f"v{ts.vector_size}")
-    return f"({s}, {ts.dtype}, {ts.level}{''.join(', ' + e for e in extra)})"
 
 
 class Listing:

@@ -2,14 +2,17 @@
 API_scheduling is the model): each is a thin wrapper over the checked free function of
 the same name in morello_asp.schedule, so `spec.tile(...).move_param(...)` chains.
 
-This module imports nothing of the package at load time, so Spec and Impl can inherit
-from it without an import cycle.
+The scheduling API is built on the core model, so these methods reach it through
+morello_asp/ports.py (plugged in when the package is imported), and Spec and Impl can
+inherit from this class without the core importing what is built on it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
+
+from morello_asp.ports import port
 
 if TYPE_CHECKING:
     from .ir import Impl
@@ -30,27 +33,21 @@ class Schedulable:
 
             Matmul(1x8x8x8).tile([1, 4, 8, 8])  ->  tile (2 trips): Matmul(1x4x8x8)
         """
-        from . import schedule
-
-        return schedule.tile(self._program(), shape, parallel)
+        return port("schedule").tile(self._program(), shape, parallel)
 
     def split(self, k: int) -> Impl:
         """An accumulating spec -> loop over its reduction in steps of k.
 
         MatmulAccum(1x4x64x4).split(16)  ->  tile (4 trips): MatmulAccum(1x4x16x4)
         """
-        from . import schedule
-
-        return schedule.split(self._program(), k)
+        return port("schedule").split(self._program(), k)
 
     def to_accum(self) -> Impl:
         """Matmul -> block: Zero(out); MatmulAccum(lhs, rhs, out).
 
         Matmul(1x4x4x4).to_accum()  ->  block: [Zero(1x4x4), MatmulAccum(1x4x4x4)]
         """
-        from . import schedule
-
-        return schedule.to_accum(self._program())
+        return port("schedule").to_accum(self._program())
 
     def spatial_split(self) -> Impl:
         """ConvAccum of one channels-last image row -> loop over the filter positions
@@ -58,9 +55,7 @@ class Schedulable:
 
         ConvAccum(1x16x8x1x4x3x3).spatial_split()  ->  for fh, fw: MatmulAccum(1x4x8x16)
         """
-        from . import schedule
-
-        return schedule.spatial_split(self._program())
+        return port("schedule").spatial_split(self._program())
 
     def move_param(
         self,
@@ -78,9 +73,7 @@ class Schedulable:
             Matmul(1x4x4x4, GL, GL, GL).move_param(1, "L1")  ->  alloc l: ... Matmul(.., L1, ..)   (avx2)
             Matmul(bf16, bf16, f32).move_param(0, "L1", dtype="f32")  ->  alloc l: (f32, L1) ...
         """
-        from . import schedule
-
-        return schedule.move_param(self._program(), operand, level, layout, vector_size, dtype)
+        return port("schedule").move_param(self._program(), operand, level, layout, vector_size, dtype)
 
     def select(self, kernel: str) -> Impl:
         """Spec -> the target microkernel `kernel` (e.g. BroadcastVecMultAdd), if the
@@ -88,9 +81,7 @@ class Schedulable:
 
             MatmulAccum(1x1x1x8, RF, VRF, VRF).select("BroadcastVecMultAdd")  ->  the kernel
         """
-        from . import schedule
-
-        return schedule.select(self._program(), kernel)
+        return port("schedule").select(self._program(), kernel)
 
     def bufferize(
         self, index: int, level: str, layout: str | Layout = "row_major", vector_size: int | None = None
@@ -100,55 +91,41 @@ class Schedulable:
 
             Compose((Softmax2, Matmul)).bufferize(0, "L1")  ->  pipeline: Matmul(a, b, t); Softmax2(t, out)
         """
-        from . import schedule
-
-        return schedule.pipeline(self._program(), "bufferize", level, layout, vector_size, index)
+        return port("schedule").pipeline(self._program(), "bufferize", level, layout, vector_size, index)
 
     def pipeline(
         self, step: str, level: str = "", layout: str | Layout = "row_major", vector_size: int | None = None
     ) -> Impl:
         """Any declared pipeline step by name (a --rules file's own too: encodings/README.md,
         "Pipelines"), its intermediates at `level` ("" for a step without any)."""
-        from . import schedule
-
-        return schedule.pipeline(self._program(), step, level, layout, vector_size)
+        return port("schedule").pipeline(self._program(), step, level, layout, vector_size)
 
     def to_softmax_parts(self, level: str, layout: str | Layout = "row_major", vector_size: int | None = None) -> Impl:
         """Softmax{D} -> pipeline: SoftmaxDenominatorAndUnscaled{D} (the denominators in a
         new buffer at `level`, the unscaled values in out), then DivideVecScalar{D} in place."""
-        from . import schedule
-
-        return schedule.pipeline(self._program(), "to_softmax_parts", level, layout, vector_size)
+        return port("schedule").pipeline(self._program(), "to_softmax_parts", level, layout, vector_size)
 
     def to_softmax_parts_recompute(
         self, level: str, layout: str | Layout = "row_major", vector_size: int | None = None
     ) -> Impl:
         """Softmax{D} -> pipeline: SoftmaxDenominatorAndMax{D} (maxima and denominators at
         `level`), then SoftmaxComplete{D}."""
-        from . import schedule
-
-        return schedule.pipeline(self._program(), "to_softmax_parts_recompute", level, layout, vector_size)
+        return port("schedule").pipeline(self._program(), "to_softmax_parts_recompute", level, layout, vector_size)
 
     def to_max_and_unscaled(
         self, level: str, layout: str | Layout = "row_major", vector_size: int | None = None
     ) -> Impl:
         """SoftmaxDenominatorAndUnscaled{D} -> pipeline: Max{D} (maxima at `level`), then
         SoftmaxDenominatorAndUnscaledFromMax{D}."""
-        from . import schedule
-
-        return schedule.pipeline(self._program(), "to_max_and_unscaled", level, layout, vector_size)
+        return port("schedule").pipeline(self._program(), "to_max_and_unscaled", level, layout, vector_size)
 
     def to_max_and_denominator(self) -> Impl:
         """SoftmaxDenominatorAndMax{D} -> Max{D}; SoftmaxDenominator{D} (no new buffer)."""
-        from . import schedule
-
-        return schedule.pipeline(self._program(), "to_max_and_denominator")
+        return port("schedule").pipeline(self._program(), "to_max_and_denominator")
 
     def subschedule(self, path: Sequence[int], fn: Callable[[Impl], Impl]) -> Impl:
         """Apply `fn` to the child at `path` (child indices from this program's root).
 
         prog.subschedule([0], lambda load: load.select("VectorAssign"))
         """
-        from . import schedule
-
-        return schedule.subschedule(self._program(), path, fn)
+        return port("schedule").subschedule(self._program(), path, fn)

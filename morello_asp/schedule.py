@@ -10,6 +10,10 @@ non-Move one (default child selection); otherwise use `subschedule(path, fn)`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypeAlias
+
+from morello_asp.rewrites.pipeline import temp_rank
+from morello_asp.solver.engine import get_engine
 
 from . import rewrites
 from .dtypes import Dtype
@@ -17,20 +21,13 @@ from .errors import LegalityError, ScheduleError
 from .ir import Impl, SpecHole
 from .layout import Layout
 from .naming import snake
-from .rewrites import Action
+from .rewrites import Action, node_from_expansion  # noqa: F401 (the scheduling vocabulary: dp and guides use it)
 from .spec import Spec
 
-Program = Spec | Impl
-
-
-def node_from_expansion(spec: Spec, exp, children: list[Impl] | None = None) -> Impl:
-    """The IR node a rewrite builds, with `children` (default: open holes)."""
-    kids: list[Impl] = children if children is not None else [SpecHole(c) for c in exp.children]
-    return rewrites.family(exp.action.name).build(spec, exp, kids)
+Program: TypeAlias = Spec | Impl
 
 
 def _engine(spec: Spec):
-    from morello_asp.solver.engine import get_engine
 
     # a kind a user's file declares is scheduled by rules that include its declaration
     return get_engine(spec.target, spec.k.user_files())
@@ -140,7 +137,7 @@ def move_param(
         except ValueError as e:
             raise ScheduleError(str(e)) from None
     if layout.is_packed:
-        from morello_asp.solver.verify import prove_layout
+        from morello_asp.solver.obligations import prove_layout  # z3: on the first proof, not with the package
 
         ob = prove_layout(layout, leaf.operand_shapes[operand])
         if ob.status == "refuted":
@@ -175,7 +172,6 @@ def pipeline(
     index: int = 0,
 ) -> Impl:
     """A pipeline step (bufferize, to_softmax_parts, ...); see Schedulable.bufferize."""
-    from .rewrites.pipeline import temp_rank
 
     leaf = leaf_spec(p)
     lay = None

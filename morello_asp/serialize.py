@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from morello_asp.kinds import load as load_kinds
+
 from .errors import InputError, MorelloError
 from .ir import Impl, SpecHole
 from .rewrites import for_node, for_node_tag
@@ -62,9 +64,7 @@ def from_json_with_rules(doc: dict) -> tuple[Impl, tuple[str, ...]]:
         target = get_target(doc.get("target") or DEFAULT_TARGET, tuple(doc.get("target_extra", ())))
         rules = tuple(str(rule_file(r)) for r in doc.get("rules", ()))
         if rules:
-            from .kinds import load
-
-            load(rules)  # the program's kinds may be declared in its rule files
+            load_kinds(rules)  # the program's kinds may be declared in its rule files
         return _load(doc["program"], target, root=True), rules
     except MorelloError:
         raise

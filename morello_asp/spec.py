@@ -7,18 +7,22 @@ from dataclasses import dataclass, field, replace
 from math import prod
 from typing import TYPE_CHECKING, NoReturn
 
-from .default_table import DEFAULT_TABLE
-from .dtypes import Dtype
-from .errors import SpecError, SpecSyntaxError, SpecTypeError
-from .kinds import kind as get_kind
-from .kinds import summary as kinds_summary
-from .kinds import unknown_kind_hint
-from .layout import Layout, LayoutError
-from .schedulable import Schedulable
-from .target import Target, as_target, get_target
+from morello_asp.default_table import DEFAULT_TABLE
+from morello_asp.dtypes import Dtype
+from morello_asp.errors import SpecError, SpecSyntaxError, SpecTypeError
+from morello_asp.kinds import kind as get_kind
+from morello_asp.kinds import load as load_kinds
+from morello_asp.kinds import summary as kinds_summary
+from morello_asp.kinds import unknown_kind_hint
+from morello_asp.kinds.compose import needs_rank
+from morello_asp.layout import Layout, LayoutError
+from morello_asp.naming import compose_name, is_compose_name, parse_compose_name
+from morello_asp.ports import port
+from morello_asp.schedulable import Schedulable
+from morello_asp.target import Target, as_target, get_target, rule_file
 
 if TYPE_CHECKING:
-    from .kinds import Kind
+    from morello_asp.kinds import Kind
 
 
 @dataclass(frozen=True)
@@ -231,16 +235,12 @@ class Spec(Schedulable):
 
     def synthesize(self, db=DEFAULT_TABLE, rules=(), progress=None, guide: str | None = None):
         """The optimal program for this spec on its target (morello_asp.synthesize)."""
-        from .synthesis import synthesize
-
-        return synthesize(self, db=db, rules=rules, progress=progress, guide=guide)
+        return port("synthesize")(self, db=db, rules=rules, progress=progress, guide=guide)
 
     # ---- text ----------------------------------------------------------------------
     def text(self) -> str:
-        if self.kind.startswith("Compose(("):
-            from .compose_text import compose_text
-
-            return compose_text(self)
+        if is_compose_name(self.kind):
+            return _compose_text(self)
         dims = "x".join(str(d) for d in self.shape)
         ops = ", ".join(t.text() for t in self.operands)
         serial = ", serial" if self.serial else ""
@@ -412,6 +412,15 @@ class _Parser:
         return TensorSpec(dtype, level, layout, aligned, contig, vsize, stride)
 
 
+def tensor_text(ts: TensorSpec, shape) -> str:
+    """A buffer's or view's shape, dtype, level, and layout and vector size when notable."""
+    s = "×".join(map(str, shape))
+    extra = [] if str(ts.layout) == "row_major" else [str(ts.layout)]
+    if ts.vector_size:
+        extra.append(f"v{ts.vector_size}")
+    return f"({s}, {ts.dtype}, {ts.level}{''.join(', ' + e for e in extra)})"
+
+
 def parse_spec(text: str, target: Target | str | None = None, buffers: bool = True, rules=()) -> Spec:
     """Parse the paper's spec syntax, or the sugar `Kind(MxKxN, dtype)`.
 
@@ -420,18 +429,13 @@ def parse_spec(text: str, target: Target | str | None = None, buffers: bool = Tr
     """
     _check_text(text, "parse_spec")
     if rules:
-        from .kinds import load
-        from .target import rule_file
-
-        load(rule_file(r) for r in rules)
+        load_kinds(rule_file(r) for r in rules)
     tgt = as_target(target)
     p = _Parser(text)
     full = p.maybe("(")
     kname = p.word("a spec kind")
     if kname == "Compose":  # Morello's Compose((Head, ..., Innermost), [operands, out=...])
-        from .compose_text import parse_compose
-
-        spec = parse_compose(p, tgt, full)
+        spec = _parse_compose(p, tgt, full)
         spec.validate(tgt, buffers)
         _check_sizes(spec)
         return spec.canonical()
@@ -520,3 +524,148 @@ def parse_tensor_spec(text: str, rank: int) -> TensorSpec:
     if p.pos != len(p.text):
         p.error("end of tensor spec")
     return ts
+
+
+# ---------------------------------------------------------------- Compose text
+# The text form of Compose specs, as Morello prints them (spec.rs, `Display for
+# LogicalSpec`): the components head first, then the operands with their shapes, the
+# output last as `out=...`:
+#
+#     (Compose((Softmax2, Matmul), [(1x8x4, f32, GL, row_major), (1x4x16, f32, GL, row_major),
+#               out=(1x8x16, f32, GL, row_major)], serial), [16, 16, 1024, 33554432])
+#
+# Sugar (like `Matmul(8x8x8, f32)`): bare shapes and one dtype, everything in the
+# target's memory level, row-major and serial, the output derived:
+#
+#     Compose((Softmax2, Matmul), [1x8x4, 1x4x16], f32)
+#
+# A tensor may also be `(1x8x4, f32)` (memory level, row-major). The Compose's shape (its
+# merged dimensions, morello_asp/compose.py) is inferred from the operands' shapes.
+
+
+def _compose_text(spec: Spec) -> str:
+    parsed = parse_compose_name(spec.kind)
+    assert parsed is not None
+    names, _ = parsed
+    shapes = spec.operand_shapes
+    ops = []
+    for i, (ts, shp) in enumerate(zip(spec.operands, shapes)):
+        t = "(" + "x".join(map(str, shp)) + ", " + ts.text()[1:]
+        ops.append(("out=" if i == len(shapes) - 1 else "") + t)
+    serial = ", serial" if spec.serial else ""
+    lims = ", ".join(str(x) for x in spec.limits)
+    return f"(Compose(({', '.join(names)}), [{', '.join(ops)}]{serial}), [{lims}])"
+
+
+def _parse_compose(p: _Parser, tgt: Target, full: bool) -> Spec:
+    """After the word `Compose` (and a "(" before it when `full`): the rest of the text."""
+    p.eat("(")
+    p.eat("(")
+    names = [p.word("a component kind")]
+    while p.maybe(","):
+        names.append(p.word("a component kind"))
+    p.eat(")")
+    for n in names:
+        try:
+            get_kind(n)
+        except ValueError as e:
+            raise SpecError(f"Compose component: {e}") from None
+    if len(names) < 2:
+        raise SpecError("a Compose has at least two components")
+    p.eat(",")
+    p.eat("[")
+    items: list[tuple[tuple[int, ...], TensorSpec | None, bool]] = []
+    while True:
+        is_out = False
+        save = p.pos
+        p.skip_ws()
+        if p.text.startswith("out", p.pos):
+            p.word()
+            p.eat("=")
+            is_out = True
+        elif p.pos != save:
+            p.pos = save
+        if p.maybe("("):
+            shape = p.dims()
+            p.eat(",")
+            ts = p.tensor_fields(len(shape), tgt.memory_level.name)
+            items.append((shape, ts, is_out))
+        else:
+            items.append((p.dims(), None, is_out))
+        if not p.maybe(","):
+            break
+    p.eat("]")
+    serial = not full  # sugar is serial, like a primitive's
+    dtype = None
+    while p.maybe(","):
+        w = p.word("a dtype, serial or parallel")
+        if w in ("serial", "parallel"):
+            serial = w == "serial"
+            continue
+        try:
+            dtype = Dtype.parse(w)
+        except ValueError:
+            p.error(f"a dtype (one of {Dtype.choices()}), serial or parallel")
+    p.eat(")")
+    limits = p.limits_tail(tgt, full)
+    if any(o for *_, o in items[:-1]):
+        raise SpecError("out= names the Compose's output, its last operand")
+    tss: list[TensorSpec | None] = []
+    for item_shape, given, _ in items:
+        if given is None:
+            if dtype is None:
+                raise SpecError("a Compose with bare operand shapes needs a dtype after the list: [..], f32)")
+            given = TensorSpec(dtype, tgt.memory_level.name, Layout.row_major(len(item_shape)))
+        tss.append(given)
+    rank = None
+    if needs_rank(names):
+        rank = len(items[0][0])
+    kname = compose_name(names, rank)
+    try:
+        k = get_kind(kname)
+    except ValueError as e:
+        raise SpecError(str(e)) from None
+    nops = len(k.params)
+    shapes: list[tuple[int, ...] | None] = [sh for sh, _, _ in items]
+    if len(items) == nops - 1 and not items[-1][2]:  # the output left out: derived
+        shapes.append(None)
+        tss.append(None)
+    if len(items) != nops and len(shapes) != nops:
+        raise SpecError(f"{kname} takes {nops} operands ({', '.join(k.params)}; the last is out=), got {len(items)}")
+    dims = _infer_shape(k, shapes)
+    want = k.operand_shapes(dims)
+    for i, (got, expect) in enumerate(zip(shapes, want)):
+        if got is not None and tuple(got) != tuple(expect):
+            raise SpecError(
+                f"{kname}: operand {i} ({k.params[i]}) has shape {'x'.join(map(str, got))}, but the other "
+                f"operands make it {'x'.join(map(str, expect))}"
+            )
+    if tss[-1] is None:
+        first = next(t for t in tss if t is not None)
+        tss[-1] = TensorSpec(first.dtype, first.level, Layout.row_major(len(want[-1])))
+    ops = tuple(t for t in tss if t is not None)
+    return Spec(kname, dims, ops, serial, tuple(limits), tgt)
+
+
+def _infer_shape(k, shapes) -> tuple[int, ...]:
+    """The Compose's dimensions from the operand shapes given (None: not given): each
+    dimension from an operand dimension that is exactly it."""
+    assert k.rank is not None
+    out: list[int | None] = [None] * k.rank
+    for i, s in enumerate(shapes):
+        if s is None:
+            continue
+        acc = k.access(k.rank)[i]
+        if len(s) != len(acc):
+            raise SpecError(f"{k.name}: operand {i} ({k.params[i]}) has rank {len(s)}; it needs rank {len(acc)}")
+        for a, x in zip(acc, s):
+            d = a.single
+            if d is None:
+                continue
+            if out[d] is not None and out[d] != x:
+                raise SpecError(f"{k.name}: dimension {k.dims[d]} is {out[d]} in one operand and {x} in {k.params[i]}")
+            out[d] = x
+    missing = [k.dims[d] for d, x in enumerate(out) if x is None]
+    if missing:
+        raise SpecError(f"{k.name}: no operand gives dimension {missing[0]}: write the output (out=...) too")
+    return tuple(x for x in out if x is not None)

@@ -8,6 +8,12 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from morello_asp.guides import guided
+from morello_asp.solver.dp import Progress, Search
+from morello_asp.solver.engine import get_engine
+from morello_asp.solver.memo_db import default_table
+from morello_asp.solver.rule_check import check_rules
+
 from .default_table import DEFAULT_TABLE
 from .errors import InputTypeError, SpecTypeError
 from .ir import Impl
@@ -21,9 +27,6 @@ if TYPE_CHECKING:
 def make_search(
     target: str | Target | None = None, rules=(), db: Any = DEFAULT_TABLE, progress: Progress | bool | None = None
 ) -> Search:
-    from morello_asp.solver.dp import Progress, Search
-    from morello_asp.solver.engine import get_engine
-    from morello_asp.solver.logic_files import check_rules
 
     rules = _checked_args(rules, db, progress)
     for w in check_rules(target, rules):  # exist, UTF-8, ground in time (before loading them here)
@@ -66,8 +69,6 @@ def open_db(db: Any, engine):
     persistent table; DEFAULT_TABLE opens the user's default one (None if that is off or
     its directory cannot be made: the search then keeps nothing, and says so)."""
     if db is DEFAULT_TABLE:
-        from morello_asp.solver.memo_db import default_table
-
         path = default_table(engine)
         if path is None:
             return None
@@ -105,8 +106,6 @@ def synthesize(
         spec = parse_spec(spec.text(), target)
     partial = None
     if guide is not None:
-        from .guides import guided
-
         partial = guided(spec, guide)
     search = make_search(spec.target, rules, db, progress)
     try:

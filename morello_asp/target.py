@@ -12,15 +12,13 @@ from pathlib import Path
 
 import clingo
 
-from .errors import RuleError, TargetError
+from morello_asp.encodings import DIR
+from morello_asp.errors import RuleError, TargetError
+from morello_asp.kinds import builtin_files
+from morello_asp.solver.logic_files import read_logic
+from morello_asp.user_cache import pickled, stamp
 
-ENCODINGS = Path(__file__).resolve().parent.parent / "encodings"
-try:  # installed layout: morello_asp/encodings
-    from morello_asp import encodings as _enc  # type: ignore
-
-    ENCODINGS = Path(_enc.__file__).resolve().parent
-except Exception:  # pragma: no cover - source checkout before install
-    pass
+ENCODINGS = DIR
 
 
 @dataclass(frozen=True)
@@ -291,10 +289,6 @@ def _load(entry: str, extra: tuple[str, ...]) -> Target:
     """The target, from the user's cache when its files (and those they #include), this
     module and clingo are the ones it was read from (grounding the files through clingo's
     API was a tenth of a warm `query`); a target that fails to load is not kept."""
-    from morello_asp.solver.logic_files import read_logic
-
-    from .user_cache import pickled, stamp
-
     files = [Path(entry), *(Path(e) for e in extra)]
     return pickled(
         "targets",
@@ -309,3 +303,8 @@ def as_target(t: str | Path | Target | None) -> Target:
     if isinstance(t, Target):
         return t
     return get_target(str(t) if t is not None else DEFAULT_TARGET)
+
+
+def engine_files(target, rules) -> list[Path]:
+    """The files an engine for `target` and `rules` loads (solver/engine.py, Engine)."""
+    return [ENCODINGS / "synth.lp", *builtin_files(), *as_target(target).files, *(rule_file(r) for r in rules)]

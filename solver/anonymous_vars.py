@@ -27,6 +27,9 @@ import string
 import clingo.ast as cast
 from clingo import __version__ as clingo_version
 
+from morello_asp.solver.logic_files import in_snapshot, with_includes
+from morello_asp.user_cache import keep, user_cache_dir
+
 _VERSION = 1  # of the rewriting below: a change of it must not reuse cached results
 
 _INCLUDE = re.compile(rb'#include\s+"[^"]*"\s*\.')
@@ -101,7 +104,6 @@ def _named_cached(text: str) -> str:
     got = _MEMO.get(text)
     if got is not None:
         return got
-    from morello_asp.user_cache import keep, user_cache_dir
 
     key = hashlib.sha256(f"{_VERSION}\0{clingo_version}\0".encode() + text.encode()).hexdigest()
     path = user_cache_dir() / "named" / f"{key}.lp"
@@ -119,7 +121,6 @@ def name_anonymous_in_snapshot(files) -> None:
     solver/logic_files.py) and the files they #include (copies too, even a file included
     by an absolute path: the snapshot points such includes at its copy). The originals,
     shipped or a user's, are never written."""
-    from .logic_files import in_snapshot, with_includes
 
     for f in with_includes(files):
         if not in_snapshot(f):

@@ -3,7 +3,7 @@ directory: an engine proves every catalog layout when it starts, and z3's import
 those proofs were a fifth of a warm `query`.
 
 Only a proof that succeeded is remembered, under a key of the layout, its rank, z3's
-version and the text of the prover and of the layout code (solver/verify.py,
+version and the text of the prover and of the layout code (solver/obligations.py,
 morello_asp/layout.py), so a change of any of them proves again; a layout that does not
 prove is proved (and reported) every time.
 """
@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import hashlib
 from functools import cache
+from importlib.util import find_spec
 from pathlib import Path
+
+from morello_asp import layout
+from morello_asp.user_cache import keep, user_cache_dir
 
 
 @cache
 def _code_stamp() -> str:
-    from importlib.util import find_spec
-
-    import morello_asp.layout
-
     h = hashlib.sha256()
-    for f in (Path(__file__).with_name("verify.py"), Path(morello_asp.layout.__file__)):
+    for f in (Path(__file__).with_name("obligations.py"), Path(layout.__file__)):
         h.update(f.read_bytes())
     z3 = find_spec("z3")  # its installed files stand for its version (importing z3 is slow)
     if z3 is not None and z3.origin:
@@ -34,13 +34,13 @@ def _code_stamp() -> str:
 
 def prove_catalog_layout_cached(lay, rank: int):
     """(proved, the obligation when not proved), as verify.prove_catalog_layout says."""
-    from morello_asp.user_cache import keep, user_cache_dir
 
     key = hashlib.sha256(f"{_code_stamp()}\0{rank}\0{lay!r}".encode()).hexdigest()
     marker = user_cache_dir() / "proofs" / key
     if marker.is_file():
         return True, None
-    from .verify import prove_catalog_layout
+
+    from morello_asp.solver.obligations import prove_catalog_layout  # z3: only when a proof is not remembered
 
     ob = prove_catalog_layout(lay, rank)
     if ob.status != "proved":

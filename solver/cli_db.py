@@ -39,7 +39,7 @@ def _lattice_volume(lo, hi, nlimits) -> int:
     return v
 
 
-IDENTITY = ("schema", "target", "levels", "logic")  # what a table was built by and for
+IDENTITY = ("schema", "target", "levels", "logic", "cost")  # what a table was built by and for
 
 
 def _connect(path: str, create: bool = False) -> sqlite3.Connection:
@@ -302,6 +302,7 @@ def merge(dest: str, sources: list[str]) -> tuple[int, int, int]:
         want["logic"],
         batch=1 << 30,
         rules=None if rules is None else tuple(rules),
+        cost=want.get("cost"),
     )
     try:
         before = len(memo)
@@ -342,9 +343,10 @@ def _read_expansions(src: str, meta: dict) -> list[tuple[str, str, list]]:
 
 def verify(path: str, rules=(), limit: int | None = None, quiet: bool = False) -> int:
     """Prove every box of the table (solver/verify_boxes.py); 1 if any claim is refuted."""
+    from morello_asp.solver.verify import verify_table
+
     from .engine import get_engine
     from .memo_db import open_memo
-    from .verify_boxes import verify_table
 
     con = _connect(path)
     try:

@@ -33,9 +33,9 @@ from pathlib import Path
 import clingo
 
 from morello_asp.errors import InputError, RuleError
-
-from . import interrupt
-from .answer import errors, parse
+from morello_asp.solver import interrupt
+from morello_asp.solver.answer import errors, parse
+from morello_asp.solver.logic_files import is_shipped, unsnapshot
 
 ARGS = ("--verbose=0", "--warn=none", "--models=1")
 DEFAULT_TIMEOUT = 60.0
@@ -205,8 +205,6 @@ def ground_timeout(nspecs: int) -> float:
 
 
 def _timeout_error(files, nspecs: int, limit: float) -> RuleError:
-    from .logic_files import is_shipped, unsnapshot
-
     user = [unsnapshot(f) for f in files if not is_shipped(f)]
     where = (
         f"the rule file{'s' if len(user) > 1 else ''} {', '.join(user)}"

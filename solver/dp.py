@@ -31,7 +31,7 @@ from itertools import count
 from morello_asp.cost import node_cost, node_peak
 from morello_asp.errors import NoImplementationError, SpecError
 from morello_asp.ir import Impl, SpecHole
-from morello_asp.schedule import node_from_expansion
+from morello_asp.rewrites import node_from_expansion
 from morello_asp.spec import Spec
 
 from . import clingo_run, interrupt

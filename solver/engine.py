@@ -18,10 +18,17 @@ from pathlib import Path
 
 import clingo
 
+from morello_asp import kinds
 from morello_asp.errors import RuleError, ScheduleError
+from morello_asp.layout import Layout
 from morello_asp.rewrites import Action, family, for_atom, split_term
+from morello_asp.solver.anonymous_vars import name_anonymous_in_snapshot
+from morello_asp.solver.catalog_proofs import prove_catalog_layout_cached
+from morello_asp.solver.logic_files import contents_hash, is_shipped, read_logic, snapshot
+from morello_asp.solver.rule_check import check_logic_files
 from morello_asp.spec import Spec
-from morello_asp.target import Target, as_target
+from morello_asp.target import Target, as_target, engine_files
+from morello_asp.user_cache import pickled
 
 from . import clingo_run
 from .facts import (
@@ -89,19 +96,13 @@ def _record_end(ended: dict[int, float], i: int, _done) -> None:
 class Engine:
     def __init__(self, target: str | Target | None = None, rules: tuple[str | Path, ...] = ()):
         self.target = as_target(target)
-        from morello_asp import kinds
-
-        from .logic_files import engine_files
 
         self.files = engine_files(self.target, rules)
         # A user's file that is not UTF-8, does not ground, or grounds for ever is reported
         # here (in a worker with a time limit), before this process grounds it.
-        from .logic_files import check_logic_files
 
         check_logic_files(self.files)
         kinds.load(self.files[len(self.files) - len(rules) :] if rules else ())  # the user's kinds, if any
-        from .logic_files import read_logic
-        from .memo_db import contents_hash
 
         # The engine grounds copies of the files as they are now (logic_files.snapshot),
         # and its memo tables are keyed by the hash of their contents. The copies are
@@ -130,7 +131,6 @@ class Engine:
         self._catalog_facts = self._load_catalog()
         # Surface grounding errors (unsafe variables, ...) in user files now, not mid-search
         # (the shipped files ground: _load_catalog just did, and the test suite runs them).
-        from .logic_files import is_shipped
 
         if not all(is_shipped(f) for f in self.files):
             self._run([], 0)
@@ -143,9 +143,6 @@ class Engine:
         if self._snapshot is None:
             with self._snapshot_lock:
                 if self._snapshot is None:
-                    from .anonymous_vars import name_anonymous_in_snapshot
-                    from .logic_files import snapshot
-
                     files = snapshot(self.files, self._contents)
                     name_anonymous_in_snapshot(files)
                     self._snapshot = files
@@ -157,7 +154,6 @@ class Engine:
         declare track_alignment/0; the levels stride_read/1 holds for. Grounding the rule
         files for them was a tenth of a warm `query`, so they are remembered in the user's
         cache under the hash of the files (and clingo's version)."""
-        from morello_asp.user_cache import pickled
 
         def ground() -> dict:
             messages: list[str] = []
@@ -201,9 +197,6 @@ class Engine:
         the files declare about spec fields (`tracks_alignment`, `stride_levels`)."""
         # Row-major layouts first (ids 0-7 for ranks 1-8): a rewrite that reshapes views
         # (spatial_split) names its children's, and the ids stay put when the catalog grows.
-        from morello_asp.layout import Layout
-
-        from .catalog_proofs import prove_catalog_layout_cached
 
         decl = self._declarations()
         self.tracks_alignment = decl["track_alignment"]

@@ -8,9 +8,10 @@ from math import prod
 
 import clingo
 
-from morello_asp.cost import move_cost
+from morello_asp.cost_model import move_cost
 from morello_asp.dtypes import Dtype
 from morello_asp.kinds import kind as get_kind
+from morello_asp.kinds.compose import cut
 from morello_asp.layout import Layout, PhysDim
 from morello_asp.naming import camel, snake  # noqa: F401  (re-exported for the engine)
 from morello_asp.spec import Spec, TensorSpec
@@ -148,7 +149,6 @@ def compose_facts(sid: int, spec: Spec) -> list[str]:
     """A Compose's cuts for bufferize (encodings/rules/bufferize.lp): per cut I, the
     producer (part 0) and consumer (part 1) kinds, their dimensions and operands in
     terms of S's, and the intermediate's extents and dtype (the output's)."""
-    from morello_asp.compose import cut
 
     f = []
     k = spec.k

@@ -8,11 +8,13 @@ that does (`vrff` for `vrf`) matches nothing and is reported as a warning."""
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 import re
 from pathlib import Path
 
-from morello_asp.errors import InputError, RuleError
+from morello_asp.encodings import DIR
+from morello_asp.errors import InputError
 
 _IDENT = re.compile(r"(?<![A-Za-z0-9_#'\"])([a-z_][A-Za-z0-9_']*)(\s*\()?")
 _COMMENT = re.compile(r"%\*.*?\*%|%[^\n]*", re.S)
@@ -43,9 +45,7 @@ _KEYWORDS = {
 
 
 def is_shipped(f) -> bool:
-    from morello_asp.target import ENCODINGS
-
-    enc = str(Path(ENCODINGS).resolve())
+    enc = str(DIR)
     return unsnapshot(str(Path(f).resolve())).startswith(enc + os.sep)
 
 
@@ -250,68 +250,11 @@ def unsnapshot(text: str) -> str:
     return text
 
 
-def engine_files(target, rules) -> list[Path]:
-    """The files an engine for `target` and `rules` loads (solver/engine.py, Engine)."""
-    from morello_asp.kinds import builtin_files
-    from morello_asp.target import ENCODINGS, as_target, rule_file
-
-    return [ENCODINGS / "synth.lp", *builtin_files(), *as_target(target).files, *(rule_file(r) for r in rules)]
-
-
-_CHECKED: set[tuple] = set()
-
-
-def check_rules(target, rules) -> list[str]:
-    """Check a target given as a path and the rule files of an engine before it loads
-    them (see check_logic_files); returns warnings, only the first time a set of files
-    (as they are now) is checked."""
-    out = []
-    if (
-        target is not None
-        and not hasattr(target, "files")
-        and Path(str(target)).suffix == ".lp"
-        and Path(str(target)).exists()
-    ):
-        out += check_logic_files([str(target)], "target file")
-    if rules:
-        out += check_logic_files(engine_files(target, rules))
-    return out
-
-
-def check_logic_files(files, what: str = "rule file") -> list[str]:
-    """Check the user's files among `files` (the engine's whole list: synth.lp, the
-    target's files, rule files); returns warnings. Raises InputError for a file that is
-    not readable UTF-8 text, RuleError if the files do not ground, or do not finish
-    grounding in time. A set of files already checked (unchanged since) passes at once,
-    with no warnings."""
-    files = [str(Path(f).resolve()) for f in files]  # workers may run in another directory
-    user = [f for f in files if not is_shipped(f)]
-    if not user:
-        return []
-    try:
-        stamp = tuple((f, Path(f).stat().st_mtime_ns, Path(f).stat().st_size) for f in files)
-    except OSError:
-        stamp = None
-    if stamp in _CHECKED:
-        return []
-    texts = {f: read_text(f, what) for f in user}
-    others = _with_includes([f for f in files if f not in texts])
-    warnings = []
-    for f in user:
-        warnings += typo_warnings(f, texts[f], others + [texts[g] for g in user if g != f])
-    from . import clingo_run
-
-    rc, _, errs, errors = clingo_run.parsed_answer(tuple(files), "", 0)
-    if rc not in (10, 30):
-        lines = [ln.strip() for ln in errs.splitlines() if ln.strip()]
-        why = "; ".join(lines[:4]) or f"clingo exit code {rc}"
-        if rc == 20:
-            why = "they have no answer set even without a spec (a constraint always fails)"
-        raise RuleError(f"clingo cannot ground the {what}{'s' if len(user) > 1 else ''} {', '.join(user)}: {why}")
-    if errors:
-        raise RuleError(
-            f"the {what}{'s' if len(user) > 1 else ''} {', '.join(user)} report errors: " + "; ".join(errors)
-        )
-    if stamp is not None:
-        _CHECKED.add(stamp)
-    return warnings
+def contents_hash(contents) -> str:
+    """logic_hash of the files and contents logic_files.read_logic read."""
+    h = hashlib.sha256()
+    for f, data in contents:
+        if data is None:  # a missing include: clingo reports it when it loads the files
+            data = b"\0missing"
+        h.update(f.name.encode() + b"\0" + data + b"\0")
+    return h.hexdigest()

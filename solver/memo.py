@@ -17,6 +17,7 @@ from itertools import product
 from typing import Protocol
 
 from morello_asp.rewrites import Action
+from morello_asp.solver.coords import to_coords
 from morello_asp.spec import Spec
 
 
@@ -285,7 +286,6 @@ class RectMemo:
 
     # --- table ---
     def get(self, spec: Spec) -> Decision | None:
-        from .coords import to_coords
 
         key, p = to_coords(spec, self.levels)
         d = self._read_point(key, p)
@@ -315,7 +315,6 @@ class RectMemo:
         return None
 
     def put(self, spec: Spec, decision: Decision) -> None:
-        from .coords import to_coords
 
         key, p = to_coords(spec, self.levels)
         llo, lhi = limits_range(spec, decision)

@@ -20,8 +20,13 @@ import zlib
 from fractions import Fraction
 from pathlib import Path
 
+from morello_asp.cost import cost_fingerprint
 from morello_asp.errors import InputError, MemoError, MorelloError
+from morello_asp.kinds import kind
 from morello_asp.rewrites import Action
+from morello_asp.solver.coords import to_coords
+from morello_asp.solver.engine import Expansion
+from morello_asp.solver.logic_files import contents_hash, read_logic
 from morello_asp.user_cache import user_cache_dir
 
 from .coords import from_coords
@@ -40,19 +45,7 @@ def logic_hash(files) -> str:
     """The hash of what the logic files say: their texts and those of every file they
     #include (rules/*.lp and a target's own files are included by synth.lp and the
     target's entry file), so a table solved under other rules is never reused."""
-    from .logic_files import read_logic
-
     return contents_hash(read_logic(files))
-
-
-def contents_hash(contents) -> str:
-    """logic_hash of the files and contents logic_files.read_logic read."""
-    h = hashlib.sha256()
-    for f, data in contents:
-        if data is None:  # a missing include: clingo reports it when it loads the files
-            data = b"\0missing"
-        h.update(f.name.encode() + b"\0" + data + b"\0")
-    return h.hexdigest()
 
 
 def ints_json(t, sep: str = ", ") -> str:
@@ -86,7 +79,6 @@ def operand_ranks(k, rank: int) -> tuple[int, ...]:
 def key_ranks(key: str) -> tuple[int, ...]:
     """Operand ranks of the specs under a table key (what an action's JSON needs): the
     same at every point of the key, so found from its kind and rank alone."""
-    from morello_asp.kinds import kind
 
     k = json.loads(key)
     return operand_ranks(kind(k["kind"]), k["rank"])
@@ -400,6 +392,7 @@ class SqliteMemo(RectMemo):
         batch: int = 200,
         refresh_every: float = 1.0,
         target_obj=None,
+        cost: str | None = None,
         rules: tuple[str, ...] | None = None,
     ):
         super().__init__(levels)
@@ -415,7 +408,13 @@ class SqliteMemo(RectMemo):
         self._unwritten: dict[int, list] = {}
         self._moved: dict[int, tuple] = {}
         self._dropped: list[int] = []
-        want = {"schema": SCHEMA_VERSION, "target": target, "levels": ",".join(levels), "logic": files_hash}
+        want = {
+            "schema": SCHEMA_VERSION,
+            "target": target,
+            "levels": ",".join(levels),
+            "logic": files_hash,
+            "cost": cost or cost_fingerprint(),  # the cost model's code (morello_asp/cost.py)
+        }
         self.con = connect(self.path, create=True)
         try:
             have = self._init_tables(want, rules)
@@ -726,8 +725,6 @@ class SqliteMemo(RectMemo):
         the coordinates cached on the class object serve both), limits cut off."""
         got = self._coords.get(cls)
         if got is None:
-            from .coords import to_coords
-
             key, point = to_coords(cls.with_limits(self._zeros), self.levels)
             got = self._coords[cls] = (key, point[: len(point) - len(self._zeros)])
         return got
@@ -744,8 +741,6 @@ class SqliteMemo(RectMemo):
         return spec
 
     def _decode_expansions(self, cls, blob: bytes) -> list:
-
-        from .engine import Expansion
 
         ranks = tuple(len(s) for s in cls.operand_shapes)
         out = []
@@ -878,7 +873,8 @@ def default_table(engine) -> Path | None:
             f"MORELLO_ASP_DB={os.environ['MORELLO_ASP_DB']!r}: expected off or on (name a table with --db FILE)"
         )
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", engine.target.name)
-    return user_cache_dir() / f"{name}-{engine.logic_hash[:16]}.db"
+    key = hashlib.sha256(f"{engine.logic_hash} {cost_fingerprint()}".encode()).hexdigest()
+    return user_cache_dir() / f"{name}-{key[:16]}.db"
 
 
 def open_memo(path: Path, engine, batch: int = 200) -> SqliteMemo:

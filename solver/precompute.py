@@ -40,10 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import sys
-import tempfile
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -52,32 +49,29 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
+from morello_asp.dtypes import Dtype
 from morello_asp.errors import InputError, MorelloError
+from morello_asp.kinds import all_kinds, kind
+from morello_asp.layout import Layout
+from morello_asp.solver import interrupt
+from morello_asp.solver import precompute_exec as ex
+from morello_asp.solver.memo_db import SqliteMemo, logic_hash
+from morello_asp.solver.rule_check import check_rules
+from morello_asp.spec import Spec, parse_spec
+from morello_asp.target import as_target, engine_files
 
 from .coords import NOPAX
 from .dp import Progress  # the status line, as synth's
 from .memo_db import Decoder, operand_ranks
+from .precompute_worker import PROTOCOL, Worker, load_kinds, pack, rule_payload
 
-PROTOCOL = 1  # of tasks and answers between driver and workers
 PROGRESS_VERSION = "1"
 
 
 # =============================================================== the grid and its order
 def kind_names() -> list[str]:
-    from morello_asp.kinds import all_kinds
 
     return list(all_kinds())
-
-
-def load_kinds(target, rules) -> None:
-    """Make the kinds the rule files declare known (as an engine does), so a grid may
-    name them."""
-    if rules:
-        from morello_asp import kinds
-
-        from .logic_files import engine_files
-
-        kinds.load(engine_files(target, rules)[-len(rules) :])
 
 
 def parse_kinds(text) -> tuple[str, ...]:
@@ -96,7 +90,6 @@ def parse_kinds(text) -> tuple[str, ...]:
 
 
 def parse_dtypes(text) -> tuple[str, ...]:
-    from morello_asp.dtypes import Dtype
 
     items = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if str(t).strip()]
     if not items:
@@ -112,7 +105,6 @@ def parse_dtypes(text) -> tuple[str, ...]:
 def kind_phase(kinds) -> dict[str, int]:
     """The order in which kinds' roots are solved: fewer operands first, an accumulating
     kind before the kind it accumulates for (what a rewrite of one leaves is then solved)."""
-    from morello_asp.kinds import kind
 
     def key(name):
         k = kind(name)
@@ -144,7 +136,6 @@ class Grid:
             raise InputError(f"--max-size: expected a whole number from 1 to 2^30, got {self.max_size!r}")
 
     def roots(self) -> list[str]:
-        from morello_asp.kinds import kind
 
         sizes = [1 << i for i in range(self.max_size.bit_length()) if 1 << i <= self.max_size]
         out = []
@@ -194,7 +185,6 @@ def stages_of(specs, tasks_per_stage: int = TASKS_PER_STAGE) -> list[Stage]:
 
 def grid_specs(specs_or_grid, target) -> tuple[list, str]:
     """(root specs, a description for messages) of a Grid or an iterable of specs/texts."""
-    from morello_asp.spec import Spec, parse_spec
 
     if isinstance(specs_or_grid, Grid):
         return [parse_spec(t, target) for t in specs_or_grid.roots()], specs_or_grid.describe()
@@ -225,170 +215,6 @@ def fingerprint(stages: list[Stage]) -> str:
     return h.hexdigest()[:16]
 
 
-# ================================================================= rows on the wire
-def pack(rows) -> bytes:
-    """Table rows (key, lo, hi, value text) as compressed JSON (no pickle: a worker's
-    answer is data the driver reads, never code it runs)."""
-    return zlib.compress(json.dumps(rows, separators=(",", ":")).encode(), 1)
-
-
-def unpack(blob: bytes):
-    return json.loads(zlib.decompress(blob))
-
-
-# ===================================================================== worker side
-def _replica_class():
-    """The table as a worker reads it: boxes in table order, looked up as the table
-    does (the first box holding a point answers), never merged (a merged table answers
-    exactly like the sequence of its puts, so its boxes and later puts may be mixed)."""
-    from .memo import RectMemo
-
-    class _Replica(RectMemo):
-        def __init__(self, levels):
-            super().__init__(levels)
-            self.decode = Decoder()
-
-        def add(self, rows) -> int:
-            for key, lo, hi, val in rows:
-                self._seq += 1
-                self._add_loaded(self._seq, key, tuple(lo), tuple(hi), self.decode(val, key))
-            return len(rows)
-
-    return _Replica
-
-
-class TaskMemo:
-    """The replica, then what this task decided (in the order it decided it)."""
-
-    def __init__(self, base):
-        from .memo import DictMemo
-
-        self.base = base
-        self.local = DictMemo()
-        self.puts: list = []
-
-    def get(self, spec):
-        d = self.base.get(spec)
-        return d if d is not None else self.local.get(spec)
-
-    def put(self, spec, d) -> None:
-        self.local.put(spec, d)
-        self.puts.append((spec, d))
-
-    def flush(self) -> None:
-        pass
-
-
-def rule_payload(rules) -> list[dict]:
-    """Rule files travel by content (a worker on another machine has not got the file);
-    optional rule sets shipped with morello-asp travel by name."""
-    from .logic_files import is_shipped
-
-    out = []
-    for r in rules:
-        p = Path(str(r))
-        if p.is_file() and not is_shipped(p):
-            out.append({"file": p.name, "text": p.read_text(encoding="utf-8")})
-        else:
-            out.append({"name": str(r)})
-    return out
-
-
-class Worker:
-    """What runs in a worker process or Ray actor: one engine, one replica."""
-
-    def __init__(self, cfg: dict):
-        from . import clingo_run
-        from .engine import get_engine
-
-        clingo_run.run_inline(True)  # this process is the worker: clingo runs here
-        os.environ.setdefault("MORELLO_ASP_JOBS", "1")
-        if cfg.get("protocol") != PROTOCOL:
-            raise MorelloError(f"worker speaks precompute protocol {PROTOCOL}, the driver {cfg.get('protocol')}")
-        # The driver's rule files arrive as text: written to a directory of this worker's
-        # only while its engine starts (the engine grounds copies it takes then, and a
-        # worker ends with os._exit, so nothing would remove the directory later).
-        tmp = tempfile.mkdtemp(prefix="morello-asp-worker-rules-") if any("file" in r for r in cfg["rules"]) else None
-        try:
-            rules = []
-            for i, r in enumerate(cfg["rules"]):
-                if "file" in r:
-                    assert tmp is not None
-                    d = Path(tmp) / str(i)
-                    d.mkdir()
-                    f = d / r["file"]
-                    f.write_text(r["text"], encoding="utf-8")
-                    rules.append(str(f))
-                else:
-                    rules.append(r["name"])
-            self.engine = get_engine(cfg["target"], tuple(rules))
-        finally:
-            if tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
-        self.target = self.engine.target
-        self.levels = tuple(self.target.level_names)
-        self.hash = self.engine.logic_hash
-        self.replica = _replica_class()(self.levels)
-
-    def load(self, blob: bytes) -> int:
-        return self.replica.add(unpack(blob))
-
-    def run(self, text: str) -> bytes:
-        """Solve the roots of a task (spec texts, one a line); the decisions made, as
-        rows, with the rules' hash and statistics."""
-        from morello_asp.spec import parse_spec
-
-        from . import clingo_run
-        from .coords import to_coords
-        from .dp import Search
-        from .memo import limits_range, normalize
-        from .memo_db import encode_decision
-
-        t0 = time.perf_counter()
-        cpu0 = _cpu_with_helpers()  # clingo runs in this process (or its helpers): its time counts
-        specs = [parse_spec(t, self.target) for t in text.splitlines()]
-        memo = TaskMemo(self.replica)
-        search = Search(self.engine, memo)
-        grounded = self.engine.stats.specs
-        lent = clingo_run.LENT_CALLS
-        search.prefetch(*specs)
-        for spec in specs:
-            search.solve(spec)
-        rows = []
-        n = len(self.levels)
-        for s, d in memo.puts:
-            key, p = to_coords(s, self.levels)
-            llo, lhi = limits_range(s, d)
-            rows.append([key, [*p[:-n], *llo], [*p[:-n], *lhi], encode_decision(normalize(d, s))])
-        out = {
-            "protocol": PROTOCOL,
-            "hash": self.hash,
-            "rows": rows,
-            "seconds": time.perf_counter() - t0,
-            "cpu": _cpu_with_helpers() - cpu0,
-            "classes": self.engine.stats.specs - grounded,
-            "lent": clingo_run.LENT_CALLS - lent,
-        }
-        return zlib.compress(json.dumps(out, separators=(",", ":")).encode(), 1)
-
-
-def _cpu_with_helpers() -> float:
-    """CPU seconds of this process and of the clingo helpers it has started (a worker
-    borrows idle workers' cores through them: clingo_run.lend_cores)."""
-    from . import clingo_run
-
-    total = time.process_time()
-    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    for pid in clingo_run.workers():
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
-
-
-# ================================================================ driver: validation
 class BadAnswer(MorelloError):
     """A worker's answer that the driver refuses (nothing of it enters the table)."""
 
@@ -403,7 +229,6 @@ class Validator:
     only solving it again can tell; `db verify` proves every box legal)."""
 
     def __init__(self, levels, max_limits, logic: str, max_dim: int, target):
-        from morello_asp.kinds import all_kinds
 
         self.levels = list(levels)
         self.max_limits = tuple(max_limits)
@@ -418,8 +243,6 @@ class Validator:
         got = self._keys.get(key)
         if got is not None:
             return got
-        from morello_asp.dtypes import Dtype
-        from morello_asp.layout import Layout
 
         if not isinstance(key, str) or len(key) > 10_000:
             raise BadAnswer("a row's key is not a string of a reasonable size")
@@ -598,7 +421,6 @@ def make_executor(executor, workers: int | None):
     """'local' (processes of this machine), 'ray' (the Ray cluster of RAY_ADDRESS or the
     one `ray start` made here), a Ray address ('auto', 'HOST:PORT', 'ray://HOST:10001'),
     or an executor object (solver/precompute_exec.py) used as it is."""
-    from . import precompute_exec as ex
 
     if executor is None or executor == "local":
         return ex.LocalExecutor(workers)
@@ -630,10 +452,6 @@ def precompute(
     `tasks_per_stage`: how many tasks a stage's roots are grouped into (0: one task per
     root); it shapes the table's order, so tables compare equal only between runs with
     the same value."""
-    from morello_asp.target import as_target
-
-    from .logic_files import check_rules, engine_files
-    from .memo_db import SqliteMemo, logic_hash
 
     if isinstance(rules, (str, Path)):
         rules = (rules,)
@@ -775,7 +593,6 @@ class _Tally:
 
 
 def _run_stages(memo, ex, stages, start, staged, validator, report, progress, t0) -> None:
-    from . import interrupt
 
     con = memo.con
     report.tasks = sum(len(st.specs) for st in stages[:start])

@@ -27,6 +27,9 @@ from collections import deque
 from multiprocessing import connection
 
 from morello_asp.errors import InputError, MorelloError
+from morello_asp.solver import clingo_run
+from morello_asp.solver.clingo_run import lend_cores, requests, worker_setup
+from morello_asp.solver.precompute_worker import Worker
 
 
 def one_line(e: BaseException) -> str:
@@ -68,9 +71,6 @@ def _local_main(conn, parent: int, cfg: dict, idle=None) -> None:
     `idle`: the driver's count of workers without a task, whose cores this one borrows
     for its clingo calls meanwhile (clingo_run.lend_cores)."""
     import json
-
-    from .clingo_run import lend_cores, requests, worker_setup
-    from .precompute import Worker
 
     worker_setup(parent)
     if idle is not None:
@@ -127,8 +127,6 @@ class LocalExecutor:
 
     def start(self, cfg: dict, snapshot) -> None:
         import multiprocessing
-
-        from . import clingo_run
 
         clingo_run.shutdown()  # no clingo helper of the driver's is inherited by a fork
         self._ctx = multiprocessing.get_context("fork")
@@ -265,8 +263,6 @@ class RayWorker:
     """The actor: a `precompute.Worker` in a Ray worker process."""
 
     def __init__(self, cfg: dict):
-        from .precompute import Worker
-
         self.w = Worker(cfg)
 
     def load(self, blob: bytes) -> int:

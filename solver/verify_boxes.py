@@ -26,16 +26,14 @@ Each decision's family states its claims (morello_asp/rewrites/, box_obligations
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import z3
 
 from morello_asp.layout import Layout, LayoutError
+from morello_asp.solver.box_space import BoxSpace, Refuter, as_bool, ceil_div, div, mod, product_of
+from morello_asp.solver.obligations import Obligation, VerifyReport
 from morello_asp.spec import Spec
-
-from .box_space import BoxSpace, Refuter, as_bool, ceil_div, div, mod, product_of
-from .verify import Obligation, VerifyReport
 
 CLASS_CAP = 4096  # spec classes per box checked one by one against the rules; beyond, corners only
 RULES_BATCH = 2000
@@ -266,36 +264,3 @@ def rules_obligations(boxes, engine, progress=None) -> list[BoxObligation | None
                 )
             )
     return out
-
-
-# ---- the table ---------------------------------------------------------------------------
-def verify_table(memo, engine=None, limit: int | None = None, progress=None, rules: bool = True) -> TableReport:
-    """Prove every box of `memo` (a RectMemo: in memory or solver.memo_db's SQLite table).
-    `engine` (default: the avx2 engine) supplies the target and the rule files; `limit`
-    stops after that many boxes in table order; `progress(text)` is called as work goes."""
-    from .engine import get_engine
-
-    t0 = time.perf_counter()
-    engine = engine or get_engine()
-    target = engine.target
-    rows = sorted(memo.boxes(), key=lambda b: b[1])[:limit]
-    boxes = [(seq, BoxSpace(key, lo, hi, target), d) for key, seq, lo, hi, d in rows]
-    rep = TableReport(boxes=len(boxes))
-    per_box: list[list] = [[] for _ in boxes]
-    if rules:
-        for obs, ob in zip(per_box, rules_obligations(boxes, engine, progress)):
-            obs += [ob] if ob else []
-        rep.rules_seconds = time.perf_counter() - t0
-    prover = BoxProver(target)
-    last = 0.0
-    for i, (seq, space, d) in enumerate(boxes):
-        per_box[i] += prover.obligations(seq, space, d)
-        if progress and (time.perf_counter() - last > 0.2 or i + 1 == len(boxes)):
-            last = time.perf_counter()
-            n = sum(len(v) for v in per_box)
-            bad = sum(o.status == "refuted" for v in per_box for o in v)
-            progress(f"z3: {i + 1}/{len(boxes)} boxes, {n} obligations, {bad} refuted")
-    rep.obligations = [o for obs in per_box for o in obs]
-    rep.z3_queries, rep.reused = prover.refuter.queries, prover.reused
-    rep.seconds = time.perf_counter() - t0
-    return rep

@@ -1,4 +1,4 @@
-"""Compose specs (morello_asp/compose.py, compose_text.py): Morello's text form parsed
+"""Compose specs (morello_asp/compose.py, spec.py): Morello's text form parsed
 and printed, the merged iteration space and its dataflow graph, fusion by tiling a
 Compose, bufferize into pipelines (encodings/rules/bufferize.lp), each program compiled,
 run against numpy written here and proved by z3; (slow) three chains synthesized."""
@@ -15,8 +15,8 @@ import pytest
 from morello_asp import kinds, parse_spec
 from morello_asp.codegen.api import compile_many
 from morello_asp.codegen.reference import reference, tolerance
-from morello_asp.compose import dataflow_graph, execution_order
 from morello_asp.errors import ScheduleError, SpecError
+from morello_asp.kinds.compose import dataflow_graph, execution_order
 from morello_asp.serialize import from_json, to_json
 from morello_asp.solver.verify import verify
 from morello_asp.synthesis import synthesize

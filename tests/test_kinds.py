@@ -14,7 +14,7 @@ import pytest
 
 from morello_asp import kinds
 from morello_asp.codegen.reference import flops, random_operands, reference
-from morello_asp.kinds import KindError
+from morello_asp.kinds import KindError, declared
 from morello_asp.spec import parse_spec
 from morello_asp.synthesis import synthesize
 
@@ -107,18 +107,18 @@ def test_builtin_kinds_are_remembered_until_a_kind_file_changes(tmp_path, monkey
     """The built-in kinds are kept in the user's cache: a second process reads them without
     grounding; an unreadable cache file is rebuilt; another kind file is another entry."""
     monkeypatch.setenv("MORELLO_ASP_CACHE", str(tmp_path))
-    builtin = kinds._builtin.__wrapped__  # past the per-process cache, to the user's
+    builtin = declared._builtin.__wrapped__  # past the per-process cache, to the user's
     built = builtin()
     (entry,) = (tmp_path / "kinds").iterdir()
-    real_ground = kinds._ground
+    real_ground = declared._ground
 
     def no_grounding(files):
         raise AssertionError("grounded although the cache holds the kinds")
 
-    monkeypatch.setattr(kinds, "_ground", no_grounding)
+    monkeypatch.setattr(declared, "_ground", no_grounding)
     assert builtin() == built
     entry.write_bytes(b"not a pickle")
-    monkeypatch.setattr(kinds, "_ground", real_ground)
+    monkeypatch.setattr(declared, "_ground", real_ground)
     assert builtin() == built
     edited = tmp_path / "kinds-src"
     edited.mkdir()
@@ -126,7 +126,7 @@ def test_builtin_kinds_are_remembered_until_a_kind_file_changes(tmp_path, monkey
     for f in kinds.builtin_files():
         files.append(edited / f.name)
         files[-1].write_text(f.read_text() + "\n% an edit\n")
-    monkeypatch.setattr(kinds, "builtin_files", lambda: tuple(files))
+    monkeypatch.setattr(declared, "builtin_files", lambda: tuple(files))
     assert {k: v.params for k, v in builtin().items()} == {k: v.params for k, v in built.items()}
     assert len(list((tmp_path / "kinds").iterdir())) == 2
 

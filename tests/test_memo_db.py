@@ -198,8 +198,9 @@ def test_a_second_connection_leaves_the_first_ones_locks(tmp_path):
 def test_logic_hash_covers_included_files(tmp_path):
     """A table is keyed by what its rules say: a change in a file that another #includes
     (as synth.lp includes rules/*.lp) is a change of rules, and the table is not reused."""
-    from morello_asp.solver.logic_files import engine_files, with_includes
+    from morello_asp.solver.logic_files import with_includes
     from morello_asp.solver.memo_db import logic_hash
+    from morello_asp.target import engine_files
 
     (tmp_path / "sub").mkdir()
     entry, inc = tmp_path / "entry.lp", tmp_path / "sub" / "inc.lp"
@@ -534,3 +535,32 @@ def test_a_table_killed_during_a_checkpoint_opens(tmp_path):
     c = connect(snap)
     assert c.execute("SELECT count(*) FROM decisions").fetchone()[0] == 20
     assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_a_changed_cost_term_changes_the_memo_key(tmp_path, monkeypatch):
+    """A table holds optima under one cost model: after a change to a family's cost rule
+    (here the tile rule, one more per loop), the table built before is refused by name
+    and the default table is another file, instead of answering with old optima."""
+    from morello_asp.cost import cost_fingerprint
+    from morello_asp.errors import MemoError
+    from morello_asp.rewrites.tile import Tile
+    from morello_asp.solver.engine import get_engine
+    from morello_asp.solver.memo_db import default_table
+
+    db = tmp_path / "m.db"
+    synthesize(parse_spec("Matmul(2x2x2, f32)"), db=str(db))
+    before, table_before = cost_fingerprint(), default_table(get_engine())
+    original = Tile.cost
+
+    def one_more_per_loop(self, node, child_costs, target):
+        return original(self, node, child_costs, target) + 1
+
+    monkeypatch.setattr(Tile, "cost", one_more_per_loop)
+    monkeypatch.setenv("MORELLO_ASP_DB", "on")
+    assert cost_fingerprint() != before
+    assert default_table(get_engine()) != table_before
+    with pytest.raises(MemoError, match="cost="):
+        synthesize(parse_spec("Matmul(2x2x2, f32)"), db=str(db))
+    monkeypatch.setattr(Tile, "cost", original)
+    assert cost_fingerprint() == before
+    synthesize(parse_spec("Matmul(2x2x2, f32)"), db=str(db))  # the same model again: the table answers

@@ -15,7 +15,8 @@ from morello_asp.errors import CodegenError
 from morello_asp.ir import Alloc, KernelApp
 from morello_asp.rewrites import for_node
 from morello_asp.serialize import from_json, to_json
-from morello_asp.solver.verify import prove_cast, verify
+from morello_asp.solver.obligations import prove_cast
+from morello_asp.solver.verify import verify
 
 BF16 = ml_dtypes.bfloat16
 LIMITS = "[16, 16, 1024, 33554432]"

@@ -161,8 +161,8 @@ def _answer(tables, mutate=None, big=False, **over) -> bytes:
     d = tables[0]
     got = [[k, json.loads(lo), json.loads(hi), v] for _, k, lo, hi, v in rows(d / "one.db")]
     got = [r for r in got if r[1][:-4] == r[2][:-4] and (not big or "shape" not in r[0] and r[1][1] > 0)][:10]
-    from morello_asp.solver.logic_files import engine_files
     from morello_asp.solver.memo_db import logic_hash
+    from morello_asp.target import engine_files
 
     ans = {"protocol": pc.PROTOCOL, "hash": logic_hash(engine_files(None, ())), "rows": got, "seconds": 0.1}
     if mutate:
@@ -172,9 +172,8 @@ def _answer(tables, mutate=None, big=False, **over) -> bytes:
 
 
 def _validator():
-    from morello_asp.solver.logic_files import engine_files
     from morello_asp.solver.memo_db import logic_hash
-    from morello_asp.target import as_target
+    from morello_asp.target import as_target, engine_files
 
     t = as_target(None)
     return pc.Validator(t.level_names, t.max_limits(), logic_hash(engine_files(t, ())), 2, t)

@@ -70,7 +70,7 @@ def test_rebuilt_cost_equals_decision_and_explain():
     assert rows and min(r[1].cost for r in rows if r[1]) == d.cost
     for e, rd in rows:  # explain's costs are the costs of the rebuilt programs
         if rd is not None:
-            from morello_asp.schedule import node_from_expansion
+            from morello_asp.rewrites import node_from_expansion
 
             built = node_from_expansion(spec, e, [s.build(c) for c in e.children])
             assert compute_cost(built).main == rd.cost

@@ -2,13 +2,15 @@
 
 Actions are what the memo table stores and what a user's scheduling call asks for; all
 that depends on the family (text, JSON, decoding, the IR node it builds) is looked up
-in the registry (morello_asp.rewrites), never by comparing names here.
+in the registry (morello_asp/rewrites/registry.py), never by comparing names here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from morello_asp.rewrites.registry import family
 
 
 @dataclass(frozen=True)
@@ -21,8 +23,6 @@ class Action:
 
     @property
     def family(self):
-        from . import family
-
         return family(self.name)
 
     def text(self) -> str:
@@ -37,6 +37,4 @@ class Action:
     @staticmethod
     def from_json(obj: dict, ranks: tuple[int, ...] = ()) -> Action:
         """Inverse of to_json; `ranks` (operand ranks of the spec) parses layouts."""
-        from . import family
-
         return family(obj["rewrite"]).args_from_json(obj, ranks)

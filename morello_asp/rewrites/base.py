@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from .action import Action
 
 if TYPE_CHECKING:
-    from morello_asp.codegen.emit import Emitter, View
+    from morello_asp.codegen.emitter import Emitter, View
     from morello_asp.ir import Impl
     from morello_asp.printer import Listing
     from morello_asp.solver.box_space import BoxSpace
     from morello_asp.solver.engine import Expansion
     from morello_asp.solver.facts import LayoutIds
-    from morello_asp.solver.verify import Obligation, ProgramContext
+    from morello_asp.solver.obligations import Obligation
+    from morello_asp.solver.verify import ProgramContext
     from morello_asp.solver.verify_boxes import BoxObligation, BoxProver
     from morello_asp.spec import Spec
     from morello_asp.target import Target

@@ -15,9 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from morello_asp.codegen import prefetch
+from morello_asp.codegen.emitter import View
+from morello_asp.cost_model import alloc_cost, alloc_units, pow2ceil
 from morello_asp.dtypes import Dtype
 from morello_asp.errors import ScheduleError
+from morello_asp.expr import Const
 from morello_asp.ir import Alloc
+from morello_asp.layout import Layout
+from morello_asp.spec import parse_tensor_spec, tensor_text
 
 from .action import Action
 from .base import Rewrite, view_fields
@@ -75,7 +81,6 @@ class Move(Rewrite):
         return d
 
     def args_from_json(self, obj, ranks):
-        from morello_asp.layout import Layout
 
         op = obj["operand"]
         dt = Dtype.parse(obj["dtype"]) if obj.get("dtype") else None
@@ -93,26 +98,22 @@ class Move(Rewrite):
         return action(node.operand, node.new.level, node.new.layout, node.new.vector_size or 0, dt)
 
     def cost(self, node, child_costs, target):
-        from morello_asp.cost import alloc_cost
 
         return alloc_cost(node, target) + sum(child_costs)
 
     def allocations(self, node, target):
-        from morello_asp.cost import alloc_units
 
         return [(target.level(node.new.level).index, alloc_units(node, target))]
 
     def peak(self, node, child_peaks, target):
         """An alloc of u units needs u + pow2ceil(child need) at its level, because a
         child's limit is snapped down to a power of two after the allocation."""
-        from morello_asp.cost import alloc_units, pow2ceil
 
         base = super().peak(node, child_peaks, target)
         li = target.level(node.new.level).index
         return tuple(alloc_units(node, target) + pow2ceil(v) if i == li else v for i, v in enumerate(base))
 
     def list_node(self, node, args, depth, out):
-        from morello_asp.printer import tensor_text
 
         shape = node.spec.operand_shapes[node.operand]
         nm = out.fresh(out.target.prefix(node.new.level) + args[node.operand].lstrip("t"))
@@ -131,15 +132,10 @@ class Move(Rewrite):
         the target says how, it prefetches the next iteration's tile (codegen/prefetch.py)."""
         from dataclasses import replace
 
-        from morello_asp.codegen.emit import View
-        from morello_asp.expr import Const
-
         i = node.operand
         old = views[i]
         body_ts = node.body.spec.operands[i]
         if node.load is None and node.store is None:
-            from morello_asp.codegen import prefetch
-
             inner = list(views)
             inner[i] = replace(old, ts=body_ts)
             p = prefetch.plan(em, old, node.new.level)
@@ -173,7 +169,6 @@ class Move(Rewrite):
         }
 
     def node_from_json(self, d, spec, rec):
-        from morello_asp.spec import parse_tensor_spec
 
         op = d["operand"]
         shape = spec.operand_shapes[op]
@@ -187,7 +182,11 @@ class Move(Rewrite):
         """The new buffer's layout is a bijection onto it, and a cast is exact (every
         value of the old dtype is one of the new); memory is checked for the whole
         program by solver/verify.py."""
-        from morello_asp.solver.verify import Obligation, prove_cast, prove_layout
+        from morello_asp.solver.obligations import (  # z3: on the first proof, not with the package
+            Obligation,
+            prove_cast,
+            prove_layout,
+        )
 
         obs = [prove_layout(node.new.layout, tuple(node.spec.operand_shapes[node.operand]))]
         old = node.spec.operands[node.operand].dtype
@@ -212,9 +211,9 @@ class Move(Rewrite):
     def box_obligations(self, prover, head, seq, sp, a):
         import z3
 
-        from morello_asp.layout import Layout
-        from morello_asp.solver.box_space import as_bool, mod, sym_units
-        from morello_asp.solver.verify_boxes import value
+        from morello_asp.solver.box_space import as_bool, mod, sym_units  # z3: on the first proof, not with the package
+        from morello_asp.solver.obligations import prove_cast  # z3: on the first proof, not with the package
+        from morello_asp.solver.verify_boxes import BoxObligation, value  # z3: on the first proof, not with the package
 
         op, level, layout, v, dt = unpack(a)
         v = v or 0
@@ -227,9 +226,6 @@ class Move(Rewrite):
         if copies:
             obs.append(prover.layout(head, seq, sp, layout, shape, shape_key))
         if dt is not None:
-            from morello_asp.solver.verify import prove_cast
-            from morello_asp.solver.verify_boxes import BoxObligation
-
             ob = prove_cast(sp.dtypes[op], dt)
             obs.append(BoxObligation(f"{head}: {ob.what}", ob.status, ob.detail, seq))
         nb = (dt or sp.dtypes[op]).nbytes
@@ -270,7 +266,7 @@ def _same_spec_around(node):
     and shape with the other operands as they were, and its load and store move the
     operand's whole shape. (A program file edited by hand could say otherwise, and the
     C is generated from what each node says.)"""
-    from morello_asp.solver.verify import Obligation
+    from morello_asp.solver.obligations import Obligation  # z3: on the first proof, not with the package
 
     spec, body = node.spec, node.body.spec
     what = f"{spec.short()}: the move of operand {node.operand} keeps the kind, the shape and the other operands"

@@ -21,13 +21,24 @@ pipe_wiring/4 declarations.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from morello_asp.codegen.emitter import View
+from morello_asp.cost_model import pow2ceil
 from morello_asp.errors import ScheduleError
+from morello_asp.expr import Const
 from morello_asp.ir import Pipeline
+from morello_asp.kinds import Access, loaded_files
+from morello_asp.kinds.compose import cut
+from morello_asp.layout import Layout
+from morello_asp.spec import parse_tensor_spec, tensor_text
+from morello_asp.target import engine_files, get_target
 
 from .action import Action
 from .base import Rewrite, split_term
+
+if TYPE_CHECKING:
+    from morello_asp.solver.obligations import Obligation
 
 
 def action(step: str, level: str = "", layout=None, vector_size: int | None = None, index: int = 0) -> Action:
@@ -40,9 +51,6 @@ def declared_wiring(key: tuple[str, ...], extra: tuple[str, ...] = ()) -> dict[s
     T), from the pipe_wiring/4 declarations of a target's logic files and of the users'
     files `extra` (a step a --rules file declares)."""
     import clingo
-
-    from morello_asp.solver.logic_files import engine_files
-    from morello_asp.target import get_target
 
     ctl = clingo.Control(["--warn=none"])
     for f in engine_files(get_target(key[0], key[1:]), extra):
@@ -65,13 +73,10 @@ def declared_wiring(key: tuple[str, ...], extra: tuple[str, ...] = ()) -> dict[s
 def wiring(spec, step: str, index: int) -> tuple[tuple[int, ...], ...]:
     """How the stages of `step` on `spec` take their operands."""
     if step == "bufferize":
-        from morello_asp.compose import cut
-
         if not spec.k.is_compose:
             raise ScheduleError(f"bufferize splits a Compose; {spec.short()} is not one")
         c = cut(spec.k, index)
         return (c.producer.wires, c.consumer.wires)
-    from morello_asp.kinds import loaded_files
 
     known = declared_wiring(spec.target.key, loaded_files())
     if step not in known:
@@ -86,8 +91,6 @@ def temp_rank(spec, step: str, index: int) -> int:
     """Rank of the step's intermediates (bufferize: the Compose's intermediate; the
     softmax steps: the spec's)."""
     if step == "bufferize":
-        from morello_asp.compose import cut
-
         return len(cut(spec.k, index).temp)
     return len(spec.shape)
 
@@ -96,11 +99,8 @@ def temp_dims(kind, step: str, index: int, rank: int):
     """The intermediates' dimensions as accesses of the spec's (for memo boxes): a
     Compose's from its cut; the declared steps' intermediates hold one value per scan
     (the spec's shape, size one along its scan dimensions: rules/softmax.lp)."""
-    from morello_asp.kinds import Access
 
     if step == "bufferize":
-        from morello_asp.compose import cut
-
         return cut(kind, index).temp
     scans = set(kind.scans(rank))
     return tuple(Access(()) if d in scans else Access((d,)) for d in range(rank))
@@ -121,7 +121,6 @@ class PipelineFamily(Rewrite):
         return Action("pipeline", (step, index, level, layout, int(args[3])))
 
     def request(self, spec, action, ctx):
-        from morello_asp.layout import Layout
 
         step, index, level, layout, v = action.args
         wires = wiring(spec, step, index)
@@ -165,7 +164,6 @@ class PipelineFamily(Rewrite):
         }
 
     def args_from_json(self, obj, ranks):
-        from morello_asp.layout import Layout
 
         lay = obj.get("layout")
         layout = None if lay is None else Layout.parse(lay, int(obj["layout_rank"]), validate=False)
@@ -211,7 +209,6 @@ class PipelineFamily(Rewrite):
     def peak(self, node, child_peaks, target):
         """The intermediates take their units while every stage runs; the stages get
         what is left, snapped down to a power of two (as a move's body)."""
-        from morello_asp.cost import pow2ceil
 
         base = list(super().peak(node, child_peaks, target))
         per: dict[int, int] = {}
@@ -231,7 +228,6 @@ class PipelineFamily(Rewrite):
         return names
 
     def list_node(self, node, args, depth, out):
-        from morello_asp.printer import tensor_text
 
         names = self.temp_names(node, out.fresh, out.target.prefix)
         binds = ", ".join(f"{n}: {tensor_text(ts, shp)}" for n, ts, shp in zip(names, node.temps, node.temp_shapes))
@@ -243,8 +239,6 @@ class PipelineFamily(Rewrite):
     def emit_c(self, node, views, em):
         """Each intermediate is a new buffer (registers, stack or heap) in its own scope
         around the stages, which run in order on their wired views."""
-        from morello_asp.codegen.emit import View
-        from morello_asp.expr import Const
 
         names = self.temp_names(node, lambda n: n, lambda lv: "")
         opened = []
@@ -271,7 +265,6 @@ class PipelineFamily(Rewrite):
         }
 
     def node_from_json(self, d, spec, rec):
-        from morello_asp.spec import parse_tensor_spec
 
         shapes = tuple(tuple(s) for s in d["temp_shapes"])
         temps = tuple(parse_tensor_spec(t, len(s)).canonical(s, spec.target) for t, s in zip(d["temps"], shapes))
@@ -296,11 +289,190 @@ class PipelineFamily(Rewrite):
 
     # ---- proofs ---------------------------------------------------------------------------
     def program_obligations(self, node, ctx):
-        from morello_asp.solver.pipeline_proofs import pipeline_obligations
-
-        return pipeline_obligations(node, ctx)
+        return pipeline_obligations(self, node, ctx)
 
     def box_obligations(self, prover, head, seq, sp, a):
-        from morello_asp.solver.pipeline_proofs import pipeline_box_obligations
-
         return pipeline_box_obligations(prover, head, seq, sp, a)
+
+
+# ---------------------------------------------------------------------------- proofs
+# Proof obligations of pipeline nodes (morello_asp/rewrites/pipeline.py): bufferize
+# and the softmax decompositions.
+#
+# Of a program's node: the rules derive this step with these stages; each stage gets
+# buffers of the shapes and dtypes its spec names; intermediates are written whole by a
+# stage before any stage reads them (z3: every point of each written buffer is covered);
+# stages write only the spec's outputs and intermediates, and every output is written;
+# a buffer passed twice to one stage is safe in place (a pointwise kind, the same
+# coordinates on both sides); intermediates' layouts are bijections. Their memory, live
+# while every stage runs, is summed with the rest of the program's along each path by
+# solver/verify.py (prove_memory, through the family's `allocations`).
+#
+# Of a memo box: the intermediates fit under the box's lowest limit at their level, and a
+# vector size divides their volume, for every spec of the box.
+
+
+def _covers(what: str, writes: list[tuple[str, tuple[int, ...]]], shape: tuple[int, ...]) -> Obligation:
+    """z3: every point of a `shape` buffer lies in some written box (origin 0, extent)."""
+    import z3  # z3: on the first proof, not with the package
+
+    from morello_asp.solver.obligations import Obligation, solve  # z3: on the first proof, not with the package
+
+    p = [z3.Int(f"p{d}") for d in range(len(shape))]
+    s = z3.Solver()
+    s.add([z3.And(0 <= v, v < n) for v, n in zip(p, shape)])
+    inside = [z3.And([v < e for v, e in zip(p, ext)]) for _, ext in writes] or [z3.BoolVal(False)]
+    s.add(z3.Not(z3.Or(inside)))
+    r, m = solve(s)
+    if r == z3.sat:
+        return Obligation(what, "refuted", f"point {[m.eval(v).as_long() for v in p]} is written by no stage")
+    return Obligation(what, "proved" if r == z3.unsat else "unknown")
+
+
+def pipeline_obligations(fam, node, ctx) -> list[Obligation]:
+    from morello_asp.solver.obligations import Obligation, prove_layout  # z3: on the first proof, not with the package
+
+    spec = node.spec
+    name = f"{node.step} of {spec.short()}"
+    out: list[Obligation] = []
+    # the rules derive this step, with these stages
+    want = fam.action_of(node)
+    what = f"{name}: the rules derive it with these stages"
+    exp = next((e for e in ctx.expansions(spec) if e.action.name == "pipeline" and fam.matches(e.action, want)), None)
+    if exp is None:
+        out.append(Obligation(what, "refuted", f"the rules do not derive {want} on {spec}"))
+    else:
+        got = [st.spec.without_limits for st in node.stages]
+        rules = [c.without_limits for c in exp.children]
+        bad = next((i for i, (a, b) in enumerate(zip(got, rules)) if a != b), None)
+        if len(got) != len(rules) or bad is not None:
+            i = bad if bad is not None else min(len(got), len(rules))
+            out.append(
+                Obligation(what, "refuted", f"stage {i} is {got[i : i + 1]}, the rules leave {rules[i : i + 1]}")
+            )
+        else:
+            out.append(Obligation(what, "proved"))
+    # each stage's operands are the buffers its wiring names
+    shapes = [tuple(s) for s in spec.operand_shapes]
+    what = f"{name}: every stage gets buffers of the shapes and dtypes its spec names"
+    problem = None
+    for i, (st, ws) in enumerate(zip(node.stages, node.wiring)):
+        if len(ws) != len(st.spec.operands):
+            problem = f"stage {i} has {len(st.spec.operands)} operands, wired {len(ws)}"
+            break
+        for j, w in enumerate(ws):
+            buf_shape = shapes[w] if w >= 0 else node.temp_shapes[-1 - w]
+            buf_dt = spec.operands[w].dtype if w >= 0 else node.temps[-1 - w].dtype
+            if tuple(st.spec.operand_shapes[j]) != tuple(buf_shape) or st.spec.operands[j].dtype != buf_dt:
+                problem = (
+                    f"stage {i} ({st.spec.short()}) operand {j} is {st.spec.operand_shapes[j]} "
+                    f"{st.spec.operands[j].dtype}, its buffer {buf_shape} {buf_dt}"
+                )
+                break
+        if problem:
+            break
+    out.append(Obligation(what, "refuted", problem) if problem else Obligation(what, "proved"))
+    # writes: only outputs and intermediates; intermediates before they are read; all outputs
+    written: set[int] = set()
+    what = f"{name}: stages write only the spec's outputs and intermediates, each intermediate before it is read"
+    problem = None
+    for i, (st, ws) in enumerate(zip(node.stages, node.wiring)):
+        outs = set(st.spec.outputs)
+        for j, w in enumerate(ws):
+            if j in outs:
+                if w >= 0 and w not in spec.outputs:
+                    problem = f"stage {i} writes input {w} of the spec"
+            elif w < 0 and w not in written:
+                problem = f"stage {i} reads intermediate {-1 - w} before any stage writes it"
+        for j in outs:
+            written.add(ws[j])
+        if problem:
+            break
+    out.append(Obligation(what, "refuted", problem) if problem else Obligation(what, "proved"))
+    for o in spec.outputs:
+        writes = [
+            (f"stage {i}", tuple(st.spec.operand_shapes[j]))
+            for i, (st, ws) in enumerate(zip(node.stages, node.wiring))
+            for j in st.spec.outputs
+            if ws[j] == o
+        ]
+        out.append(_covers(f"{name}: the stages write every point of output {o}", writes, shapes[o]))
+    # a buffer passed twice to a stage
+    what = f"{name}: a buffer a stage reads and writes is safe in place (pointwise, same coordinates)"
+    problem = None
+    for i, (st, ws) in enumerate(zip(node.stages, node.wiring)):
+        k = st.spec.k
+        rank = len(st.spec.shape)
+        acc = k.access(rank)
+        for w in set(ws):
+            pos = [j for j, x in enumerate(ws) if x == w]
+            if len(pos) < 2:
+                continue
+            outs_at = [j for j in pos if j in st.spec.outputs]
+            if len(outs_at) != 1:
+                problem = f"stage {i} gets one buffer as operands {pos}, {len(outs_at)} of them outputs"
+            elif k.is_compose or k.is_accum or k.reduction(rank) or k.scans(rank):
+                problem = f"stage {i} ({k.name}) reads along dimensions it writes: not safe in place"
+            elif any(acc[j] != acc[outs_at[0]] for j in pos):
+                problem = f"stage {i} ({k.name}) reads operands {pos} at different coordinates"
+        if problem:
+            break
+    out.append(Obligation(what, "refuted", problem) if problem else Obligation(what, "proved"))
+    for ts, shp in zip(node.temps, node.temp_shapes):
+        out.append(prove_layout(ts.layout, tuple(shp)))
+    return out
+
+
+def pipeline_box_obligations(prover, head, seq, sp, a) -> list:
+    import z3  # z3: on the first proof, not with the package
+
+    from morello_asp.solver.box_space import (  # z3: on the first proof, not with the package
+        as_bool,
+        mod,
+        product_of,
+        sym_units,
+    )
+    from morello_asp.solver.verify_boxes import value  # z3: on the first proof, not with the package
+
+    step, index, level, layout, v = a.args
+    if not level:
+        return []
+    rank = len(sp.dims)
+    dims = temp_dims(sp.kind, step, index, rank)
+    vol = product_of([sp.dims[x.dims[0]] if x.dims else 1 for x in dims])
+    nb = sp.dtypes[-1].nbytes if step == "bufferize" else sp.dtypes[0].nbytes
+    lv = prover.target.level(level)
+    per = sym_units(prover.target, lv.unit, vol, nb, v)
+    ntemps = 1 if step == "bufferize" else _declared_temps(sp, step)
+    units = per * ntemps
+    limit = sp.limits[lv.index]
+    key = (step, index, lv.unit, v, nb, ntemps, tuple(map(tuple, sp.dim_values)), sp.axis_range(limit))
+    obs = [
+        prover.ob(
+            head,
+            seq,
+            sp,
+            f"the intermediates fit under the box's lowest {lv.name} limit",
+            lambda: as_bool(units > limit),
+            lambda m: f"{value(m, units)} {lv.unit}s at shape {prover.shape(m, sp)} but the limit is {value(m, limit)}",
+            key,
+        )
+    ]
+    if lv.unit == "vector":
+        obs.append(
+            prover.ob(
+                head,
+                seq,
+                sp,
+                f"v{v} divides every intermediate's volume",
+                lambda: as_bool(mod(vol, v) != 0) if v else z3.BoolVal(True),
+                lambda m: f"v{v} against {value(m, vol)} values at shape {prover.shape(m, sp)}",
+                key,
+            )
+        )
+    return obs
+
+
+def _declared_temps(sp, step: str) -> int:
+    wires = declared_wiring(sp.target.key, loaded_files()).get(step, ())
+    return -min((w for ws in wires for w in ws), default=0)

@@ -75,7 +75,7 @@ class Select(Rewrite):
         """The target's rules apply the kernel to this spec, at the cost recorded: a
         kernel's shape, level and layout conditions are the target's, evaluated by
         clingo on the exact spec, not re-encoded here."""
-        from morello_asp.solver.verify import Obligation
+        from morello_asp.solver.obligations import Obligation  # z3: on the first proof, not with the package
 
         what = f"kernel {node.kernel} applies to {node.spec.short()}"
         want = self.action_of(node)

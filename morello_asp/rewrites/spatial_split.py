@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from morello_asp.codegen.simplify import VarRange
+from morello_asp.expr import Const, Expr, Var
 from morello_asp.ir import FilterLoop
 
 from .action import Action
@@ -80,8 +82,6 @@ class SpatialSplit(Rewrite):
 
     def emit_c(self, node, views, em):
         """for fh, for fw: the body on views that drop and reorder the operands' dimensions."""
-        from morello_asp.codegen.simplify import VarRange
-        from morello_asp.expr import Const, Expr, Var
 
         fh, fw = node.positions
         shift: list[Expr] = []
@@ -127,7 +127,7 @@ class SpatialSplit(Rewrite):
         each of its views lies inside the convolution's operand."""
         import z3
 
-        from morello_asp.solver.verify import Obligation, solve
+        from morello_asp.solver.obligations import Obligation, solve  # z3: on the first proof, not with the package
 
         spec, body = node.spec, node.body.spec
         name = f"spatial_split of {spec.short()}"
@@ -161,8 +161,8 @@ class SpatialSplit(Rewrite):
         the rules' children, checked on every spec class of the box)."""
         import z3
 
-        from morello_asp.solver.box_space import as_bool
-        from morello_asp.solver.verify_boxes import value
+        from morello_asp.solver.box_space import as_bool  # z3: on the first proof, not with the package
+        from morello_asp.solver.verify_boxes import value  # z3: on the first proof, not with the package
 
         names = sp.kind.dim_names(len(sp.dims))
         b, h = sp.dims[names.index("b")], sp.dims[names.index("h")]

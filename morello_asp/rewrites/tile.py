@@ -16,14 +16,18 @@ from functools import cache
 from math import prod
 from typing import TYPE_CHECKING, Any
 
+from morello_asp.codegen import prefetch
+from morello_asp.codegen.simplify import VarRange
+from morello_asp.cost_model import loop_cost
 from morello_asp.errors import ScheduleError
+from morello_asp.expr import Const, Expr, Var
 from morello_asp.ir import Loop, loop_regions
 
 from .action import Action
 from .base import Rewrite, view_fields
 
 if TYPE_CHECKING:
-    from morello_asp.codegen.emit import Emitter, View
+    from morello_asp.codegen.emitter import Emitter, View
 
 
 def action(shape, parallel: bool = False) -> Action:
@@ -81,7 +85,6 @@ class Tile(Rewrite):
         return Action("tile", (tuple(node.tile_shape), bool(node.parallel)))
 
     def cost(self, node, child_costs, target):
-        from morello_asp.cost import loop_cost
 
         return loop_cost(node, child_costs[0], child_costs[1:], target)
 
@@ -119,7 +122,7 @@ class Tile(Rewrite):
         bounds; children have their regions' shapes; reductions are split legally."""
         import z3
 
-        from morello_asp.solver.verify import Obligation, solve
+        from morello_asp.solver.obligations import Obligation, solve  # z3: on the first proof, not with the package
 
         loop: Loop = node
         spec = loop.spec
@@ -206,7 +209,7 @@ class Tile(Rewrite):
         overlap by the halo)."""
         import z3
 
-        from morello_asp.solver.verify import Obligation, solve
+        from morello_asp.solver.obligations import Obligation, solve  # z3: on the first proof, not with the package
 
         spec = loop.spec
         access = spec.k.access(len(spec.shape))
@@ -237,8 +240,12 @@ class Tile(Rewrite):
     def box_obligations(self, prover, head, seq, sp, a):
         import z3
 
-        from morello_asp.solver.box_space import as_bool
-        from morello_asp.solver.verify_boxes import BoxObligation, sym_regions, value
+        from morello_asp.solver.box_space import as_bool  # z3: on the first proof, not with the package
+        from morello_asp.solver.verify_boxes import (  # z3: on the first proof, not with the package
+            BoxObligation,
+            sym_regions,
+            value,
+        )
 
         tile, par = tuple(a.args[0]), bool(a.args[1])
         dims, n = sp.dims, len(sp.dims)
@@ -335,8 +342,12 @@ class Tile(Rewrite):
         """Each child's vector-register operands still hold whole vectors."""
         import z3
 
-        from morello_asp.solver.box_space import as_bool, mod, product_of
-        from morello_asp.solver.verify_boxes import value
+        from morello_asp.solver.box_space import (  # z3: on the first proof, not with the package
+            as_bool,
+            mod,
+            product_of,
+        )
+        from morello_asp.solver.verify_boxes import value  # z3: on the first proof, not with the package
 
         vlevels = [i for i, name in enumerate(sp.levels) if sp.target.level(name).unit == "vector"]
         if not vlevels:
@@ -383,8 +394,6 @@ class Tile(Rewrite):
 def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
     """A C loop nest over the tiles (unrolled when it steps through registers, which a
     counter cannot index), then each boundary body once at its region."""
-    from morello_asp.codegen.simplify import VarRange
-    from morello_asp.expr import Const, Expr, Var
 
     spec = node.spec
     access = spec.k.access(len(spec.shape))
@@ -402,8 +411,6 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
                         origin[v.buffer_dim(j)] = origin[v.buffer_dim(j)] + shift[d]
             out.append(replace(v, origin=tuple(origin), shape=sub.operand_shapes[i], ts=sub.operands[i]))
         return out
-
-    from morello_asp.codegen import prefetch
 
     # The loop nest inside a cache move spreads the prefetches of its next tile: the
     # first loop inside takes them and hands them on to the first real loop in its body

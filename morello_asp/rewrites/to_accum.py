@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from morello_asp.codegen.errors import CodegenError
 from morello_asp.ir import Block
+from morello_asp.kinds import accum_pairs, kind
+from morello_asp.naming import camel
 
 from .action import Action
 from .base import Rewrite, view_fields
@@ -60,7 +63,6 @@ class ToAccum(Rewrite):
             out.node(c, args if i == len(node.stmts) - 1 else [args[filled[i]]], depth + 1)
 
     def emit_c(self, node, views, em):
-        from morello_asp.codegen.errors import CodegenError
 
         filled = _filled(node)
         if len(filled) != len(node.stmts) - 1:
@@ -77,7 +79,7 @@ class ToAccum(Rewrite):
     def program_obligations(self, node, ctx):
         """The block runs the kind's fill, then its accumulating variant, on the same
         operands."""
-        from morello_asp.solver.verify import Obligation
+        from morello_asp.solver.obligations import Obligation  # z3: on the first proof, not with the package
 
         k = node.spec.k
         what = f"to_accum of {node.spec.short()}: the fill then the accumulating variant"
@@ -85,7 +87,6 @@ class ToAccum(Rewrite):
         ka = _accum_kind(node)
         if ka is None:
             return [Obligation(what, "refuted", f"{k.name} has no accumulating variant")]
-        from morello_asp.naming import camel
 
         want = [camel(i) for _, i in ka.fills] + [ka.name]
         if kinds != want:
@@ -102,7 +103,8 @@ class ToAccum(Rewrite):
         return [Obligation(what, "refuted", bad[0]) if bad else Obligation(what, "proved")]
 
     def box_obligations(self, prover, head, seq, sp, a):
-        from morello_asp.solver.verify_boxes import BoxObligation
+
+        from morello_asp.solver.verify_boxes import BoxObligation  # z3: on the first proof, not with the package
 
         kind = sp.k["kind"]
         ok = any(kk == kind for _, kk in _accum_pairs())
@@ -117,14 +119,12 @@ class ToAccum(Rewrite):
 
 
 def _accum_pairs():
-    from morello_asp.kinds import accum_pairs
 
     return accum_pairs()
 
 
 def _accum_kind(node):
     """The accumulating variant of the block's spec kind, or None."""
-    from morello_asp.kinds import kind
 
     accum = next((a for a, kk in _accum_pairs() if kk == node.spec.kind), None)
     return kind(accum) if accum else None

@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING, NoReturn
 
 import clingo
 
-from .errors import MorelloError, RuleError
-from .naming import camel
+from morello_asp.encodings import DIR as ENCODINGS_DIR
+from morello_asp.errors import RuleError
+from morello_asp.naming import camel
+from morello_asp.user_cache import pickled, stamp
 
 if TYPE_CHECKING:
-    from .compose import ComposeInfo
+    from morello_asp.kinds.compose import ComposeInfo
 
 # Expressions of the per-point semantics: ("op", operand index) | ("const", int | "neg_inf"
 # | "pos_inf") | (operator, *arguments) | ("red", combiner, spec dimension, expression):
@@ -297,14 +299,7 @@ def expr_red_dims(e: Expr) -> set[int]:
 
 
 # ------------------------------------------------------------------------- loading
-KINDS_DIR = Path(__file__).resolve().parent.parent / "encodings" / "kinds"
-try:  # installed layout: morello_asp/encodings
-    from morello_asp import encodings as _enc  # type: ignore
-
-    KINDS_DIR = Path(_enc.__file__).resolve().parent / "kinds"
-except Exception:  # pragma: no cover - source checkout before install
-    pass
-
+KINDS_DIR = ENCODINGS_DIR / "kinds"
 DECLARE = KINDS_DIR / "declare.lp"
 
 
@@ -665,14 +660,12 @@ def _builtin() -> dict[str, Kind]:
     """The built-in kinds, from the user's cache when the kind files, this module and
     clingo are the ones they were built from (grounding and reading the declarations
     through clingo's API was a sixth of a warm `query`)."""
-    from .user_cache import pickled, stamp
-
     files = builtin_files()
     here = Path(__file__)
     contents = [(f.resolve(), f.read_bytes()) for f in files]  # paths too: Kind.source names them
     return pickled(
         "kinds",
-        stamp((here, here.with_name("naming.py")), contents, clingo.__version__),
+        stamp((here, here.parents[1] / "naming.py"), contents, clingo.__version__),
         lambda: _build(_ground(files), lambda k: _source(k, files)),
         lambda v: isinstance(v, dict) and all(isinstance(k, Kind) for k in v.values()),
     )
@@ -742,20 +735,16 @@ def all_kinds() -> dict[str, Kind]:
     return dict(_KINDS)
 
 
-def kind(name: str) -> Kind:
+def declared_kind(name: str) -> Kind | None:
+    """The kind a logic file declares under `name` (None: no file does; a Compose is
+    built from its components by morello_asp.kinds.compose.kind)."""
     _ensure()
-    try:
-        return _KINDS[name]
-    except KeyError:
-        pass
-    if name.startswith("Compose(("):  # built from its components (morello_asp/compose.py)
-        from .compose import build_kind
+    return _KINDS.get(name)
 
-        try:
-            return build_kind(name)
-        except MorelloError as e:
-            raise ValueError(str(e)) from None
-    raise ValueError(f"unknown spec kind {name!r}; known: {', '.join(_KINDS)}") from None
+
+def declared_names() -> list[str]:
+    _ensure()
+    return list(_KINDS)
 
 
 def summary() -> str:

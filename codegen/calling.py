@@ -1,0 +1,190 @@
+"""What every compiled program does the same way, however it runs (in this process:
+codegen/api.py; as its own executable: codegen/standalone.py): take arrays in logical
+shape, check them against the spec, return or fill the outputs, check itself against
+the numpy reference, and report its timing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from morello_asp.codegen.ctarget import CTarget
+from morello_asp.codegen.emitter import inputs_of
+from morello_asp.codegen.reference import random_operands, reference, tolerance
+from morello_asp.errors import CodegenError
+from morello_asp.spec import Spec
+
+
+def max_error(got: np.ndarray, want: np.ndarray) -> float:
+    """Largest |got - want|, equal values (infinities included: FillNegInf) counting 0."""
+    g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    with np.errstate(invalid="ignore"):
+        diff = np.where(g == w, 0.0, np.abs(g - w))
+    return float(np.nan_to_num(diff, nan=np.inf).max(initial=0.0))
+
+
+def per_call(seconds: float) -> str:
+    """Microseconds for tiny programs, milliseconds for big ones."""
+    return f"{seconds * 1e6:.3f} us" if seconds < 1e-3 else f"{seconds * 1e3:.3f} ms"
+
+
+@dataclass
+class BenchResult:
+    seconds: float  # median seconds per call
+    gflops: float  # from the median; 0 for specs that do no arithmetic
+    times: list[float] = field(default_factory=list)  # seconds per call, one per repetition
+    iters: int = 0  # calls per repetition
+
+    def __str__(self) -> str:
+        per = per_call(self.seconds)
+        return f"{per}/iter, {self.gflops:.2f} GFLOP/s (median of {len(self.times)} reps x {self.iters} calls)"
+
+
+def loadable(ct: CTarget) -> CTarget:
+    """`ct` if its programs can be loaded into this process; else a CodegenError saying why
+    (a module with instructions this CPU lacks would kill Python with SIGILL)."""
+    if ct.run_mode != "inprocess" or ct.emulator:
+        raise CodegenError(
+            f"target {ct.target.name} runs its programs as standalone executables, not in this process "
+            "(tgt_run_mode/tgt_run_emulator)"
+        )
+    missing = ct.missing_cpu_flags()
+    if missing:
+        raise CodegenError(
+            f"cannot run target {ct.target.name} programs here: this CPU lacks {', '.join(missing)} "
+            "(/proc/cpuinfo); the C still compiles (to_c, --emit c)"
+        )
+    return ct
+
+
+# DLPack device types (dlpack.h's DLDeviceType) a user may hand us, for the refusal message
+_DEVICES = {1: "cpu", 2: "cuda", 3: "cuda_host", 4: "opencl", 7: "vulkan", 8: "metal", 10: "rocm", 14: "oneapi"}
+
+
+def as_array(x, what: str) -> np.ndarray:
+    """`x` as a numpy array sharing its memory where it has any: an ndarray as is; a
+    DLPack producer (torch CPU tensors, jax and cupy arrays, ...) through np.from_dlpack;
+    anything with `__array_interface__`, `__array__` or the buffer protocol through
+    np.asarray. A tensor on another device is refused, naming the device."""
+    if isinstance(x, np.ndarray):
+        return x
+    device = getattr(x, "__dlpack_device__", None)
+    if device is not None:
+        try:
+            kind = int(device()[0])
+        except Exception as e:  # a producer's own error, whatever its class
+            raise CodegenError(f"{what}: cannot ask {type(x).__name__} for its device ({e})") from None
+        if kind != 1:
+            raise CodegenError(
+                f"{what} is on device {_DEVICES.get(kind, kind)}; programs run on the CPU (copy it there first)"
+            )
+        try:
+            return np.from_dlpack(x)
+        except (BufferError, TypeError, RuntimeError, ValueError):
+            pass  # e.g. a dtype DLPack cannot carry: try numpy's other protocols
+    try:
+        return np.asarray(x)
+    except Exception as e:
+        raise CodegenError(f"{what}: cannot read a {type(x).__name__} as an array ({e})") from None
+
+
+class Callable:
+    """What every compiled program does the same way, however it runs: take inputs in
+    logical shape (checked against the spec), return the output(s) or write them into
+    `out=`, and check itself against the numpy reference. Subclasses run the program
+    (`_execute`)."""
+
+    spec: Spec
+    names: list[str]
+
+    def _execute(self, arrays: dict[int, np.ndarray]) -> None:
+        """Run on logical arrays (one per operand), writing the outputs' arrays in place."""
+        raise NotImplementedError
+
+    def _new_output(self, o: int) -> np.ndarray:
+        """A fresh array for output o: zeros if the program accumulates into it, else
+        uninitialised (the program writes every value)."""
+        spec = self.spec
+        make = np.zeros if o in inputs_of(spec) else np.empty
+        return make(spec.operand_shapes[o], dtype=spec.operands[o].dtype.np_dtype)
+
+    def _logical(self, i: int, x, what: str, output: bool = False) -> tuple[np.ndarray, bool]:
+        """Argument x as operand i's array in logical shape, and whether it came without
+        the leading batch 1 (the call then returns its outputs without it too)."""
+        spec = self.spec
+        shape = spec.operand_shapes[i]
+        dt = spec.operands[i].dtype
+        label = f"{what} ({self.names[i]})"
+        a = as_array(x, label)
+        if output and a is not x and not isinstance(x, np.ndarray) and a.base is None and a.flags.owndata:
+            raise CodegenError(f"{label} is a {type(x).__name__}, not an array the result can be written into")
+        if a.dtype != dt.np_dtype and a.dtype == dt.raw_dtype:
+            a = a.view(dt.np_dtype)  # bf16 as its raw 16-bit words (uint16)
+        if a.dtype != dt.np_dtype:
+            hint = (
+                ".astype(ml_dtypes.bfloat16), or its raw bits as uint16"
+                if dt.raw_dtype != dt.np_dtype
+                else f".astype(np.{dt.np_dtype})"
+            )
+            raise CodegenError(f"{label} has dtype {a.dtype}; {spec.short()} needs {dt.np_dtype} (use {hint})")
+        squeezed = False
+        if a.shape != shape:
+            if len(shape) >= 1 and shape[0] == 1 and a.shape == shape[1:]:
+                a, squeezed = a.reshape(shape), True  # a view: the batch-1 dimension added
+            else:
+                raise CodegenError(f"{label} has shape {a.shape}; {spec.short()} needs {shape}")
+        if output and not a.flags.writeable:
+            raise CodegenError(f"{label} is read-only")
+        return a, squeezed
+
+    def __call__(self, *args, out=None):
+        """Inputs in order; the output(s) returned, or written into `out=` (a tuple of
+        arrays for a kind with several outputs)."""
+        spec = self.spec
+        outs = list(spec.outputs)
+        ins = [i for i in range(len(spec.operands)) if i not in outs]
+        if len(args) != len(ins):
+            want = ", ".join(self.names[i] for i in ins) or "no positional arguments"
+            raise CodegenError(f"{spec.short()} takes {len(ins)} input array(s) ({want}) and out=, got {len(args)}")
+        given = None if out is None else (list(out) if len(outs) > 1 else [out])
+        if given is not None and len(given) != len(outs):
+            raise CodegenError(f"{spec.short()} has {len(outs)} outputs; out= needs a tuple of {len(outs)} arrays")
+        arrays, squeeze = {}, False
+        for k, (i, a) in enumerate(zip(ins, args)):
+            arrays[i], sq = self._logical(i, a, f"argument {k + 1}")
+            squeeze |= sq
+        for k, o in enumerate(outs):
+            arrays[o] = self._new_output(o) if given is None else self._logical(o, given[k], "out", output=True)[0]
+        self._execute(arrays)
+        if out is not None:
+            return out
+        res = [
+            arrays[o].reshape(spec.operand_shapes[o][1:]) if squeeze and spec.operand_shapes[o][0] == 1 else arrays[o]
+            for o in outs
+        ]
+        return res[0] if len(res) == 1 else tuple(res)
+
+    def check(self, seed: int = 0) -> tuple[float, float]:
+        """Run on random inputs against the numpy reference: (max |error|, tolerance)."""
+        spec = self.spec
+        ops = random_operands(spec, seed)
+        outs = spec.outputs
+        want = reference(spec, *ops)
+        wants = list(want) if len(outs) > 1 else [want]
+        given = tuple(ops[o].copy() for o in outs)
+        got = self(*[a for i, a in enumerate(ops) if i not in outs], out=given if len(outs) > 1 else given[0])
+        gots = list(got) if len(outs) > 1 else [got]
+        err = max(max_error(g, w) for g, w in zip(gots, wants))
+        return err, max(tolerance(spec, w) for w in wants)
+
+
+def bench_operands(spec: Spec, seed: int = 0) -> list[np.ndarray]:
+    """The operands programs are timed on (in-process and standalone alike): uniform in
+    [0, 1) for floats, integers in [-4, 4] otherwise."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for ts, shape in zip(spec.operands, spec.operand_shapes):
+        a = rng.random(shape) if ts.dtype.is_float else rng.integers(-4, 5, shape)
+        out.append(a.astype(ts.dtype.np_dtype))
+    return out

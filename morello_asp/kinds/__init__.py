@@ -1,0 +1,50 @@
+"""Spec kinds: the declarations read from logic files (declared.py) and the Compose
+kinds built from them (compose.py); `kind(name)` finds either."""
+
+from morello_asp.kinds.compose import kind
+from morello_asp.kinds.declared import (
+    COMBINERS,
+    CONSTANTS,
+    NUMPY_OPS,
+    OPERATORS,
+    Access,
+    Kind,
+    KindError,
+    accum_pairs,
+    all_kinds,
+    builtin_files,
+    eval_merge,
+    expr_operands,
+    expr_ops,
+    expr_red_dims,
+    expr_text,
+    load,
+    loaded_files,
+    numpy_op,
+    summary,
+    unknown_kind_hint,
+)
+
+__all__ = [
+    "COMBINERS",
+    "CONSTANTS",
+    "NUMPY_OPS",
+    "OPERATORS",
+    "Access",
+    "Kind",
+    "KindError",
+    "accum_pairs",
+    "all_kinds",
+    "builtin_files",
+    "eval_merge",
+    "expr_operands",
+    "expr_ops",
+    "expr_red_dims",
+    "expr_text",
+    "kind",
+    "load",
+    "loaded_files",
+    "numpy_op",
+    "summary",
+    "unknown_kind_hint",
+]

@@ -1,0 +1,166 @@
+"""The proofs' building blocks with z3: an obligation and a report of them, expressions
+in z3, and the proofs that need no program (a layout is a bijection onto its buffer, a
+cast keeps every value). The rewrite families state their nodes' obligations with
+these; solver/verify.py walks a program and collects them.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from math import prod
+
+import z3
+
+from morello_asp.dtypes import Dtype
+from morello_asp.expr import Add, Const, Expr, FloorDiv, Mod, Mul, Var
+from morello_asp.layout import Layout
+
+
+@dataclass
+class Obligation:
+    what: str
+    status: str  # proved | refuted | unknown
+    detail: str = ""
+
+    def __str__(self) -> str:
+        mark = {"proved": "proved ", "refuted": "REFUTED", "unknown": "unknown"}[self.status]
+        return f"[{mark}] {self.what}" + (f": {self.detail}" if self.detail else "")
+
+
+@dataclass
+class VerifyReport:
+    obligations: list[Obligation] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(o.status == "proved" for o in self.obligations)
+
+    def __str__(self) -> str:
+        n = len(self.obligations)
+        bad = [o for o in self.obligations if o.status != "proved"]
+        head = f"{n - len(bad)} of {n} obligations proved in {self.seconds:.2f} s"
+        return "\n".join([head] + [str(o) for o in (bad or self.obligations[:0])])
+
+
+def to_z3(e: Expr, env: dict):
+    if isinstance(e, Const):
+        return z3.IntVal(e.value)
+    if isinstance(e, Var):
+        return env[e.name]
+    if isinstance(e, Add):
+        return z3.Sum([to_z3(t, env) for t in e.terms])
+    if isinstance(e, Mul):
+        return e.coef * to_z3(e.term, env)
+    if isinstance(e, FloorDiv):  # z3's integer division is floor division for positive divisors
+        return to_z3(e.term, env) / e.k
+    if isinstance(e, Mod):
+        return to_z3(e.term, env) % e.k
+    raise TypeError(f"no z3 form for {type(e).__name__}")
+
+
+def solve(s: z3.Solver):
+    r = s.check()
+    return r, (s.model() if r == z3.sat else None)
+
+
+@functools.lru_cache(maxsize=4096)
+def prove_layout(layout: Layout, shape: tuple[int, ...]) -> Obligation:
+    """In range: every coordinate maps into [0, buffer volume). Injective: no two
+    coordinates share an offset. A refutation names the coordinates."""
+    what = f"layout {layout} is a bijection for shape {'x'.join(map(str, shape))}"
+    rank = len(shape)
+    if any(p.dim >= rank for p in layout.pdims):
+        return Obligation(
+            what, "refuted", f"it names dimension {max(p.dim for p in layout.pdims)} of a rank-{rank} tensor"
+        )
+    vol = prod(shape)
+    size = layout.buffer_volume(shape)
+    xs = [z3.Int(f"x{i}") for i in range(rank)]
+    ys = [z3.Int(f"y{i}") for i in range(rank)]
+    names = [f"d{i}" for i in range(rank)]
+    off = layout.buffer_expr(shape, names)
+    ox, oy = to_z3(off, dict(zip(names, xs))), to_z3(off, dict(zip(names, ys)))
+    bounds = [z3.And(0 <= v, v < n) for v, n in zip(xs, shape)] + [z3.And(0 <= v, v < n) for v, n in zip(ys, shape)]
+    s = z3.Solver()
+    s.set("timeout", 20000)
+    s.add(bounds[:rank])
+    s.add(z3.Or(ox < 0, ox >= max(size, vol)))
+    r, m = solve(s)
+    if r == z3.sat:
+        c = [m.eval(v).as_long() for v in xs]
+        return Obligation(
+            what, "refuted", f"coordinate {c} maps to offset {m.eval(ox).as_long()}, outside [0, {max(size, vol)})"
+        )
+    if r == z3.unknown:
+        return Obligation(what, "unknown", s.reason_unknown())
+    s = z3.Solver()
+    s.set("timeout", 20000)
+    s.add(bounds)
+    s.add(z3.Or([a != b for a, b in zip(xs, ys)]))
+    s.add(ox == oy)
+    r, m = solve(s)
+    if r == z3.sat:
+        a = [m.eval(v).as_long() for v in xs]
+        b = [m.eval(v).as_long() for v in ys]
+        return Obligation(what, "refuted", f"coordinates {a} and {b} both map to offset {m.eval(ox).as_long()}")
+    if r == z3.unknown:
+        return Obligation(what, "unknown", s.reason_unknown())
+    if size != vol:
+        return Obligation(what, "refuted", f"the buffer has {size} slots for {vol} values (padding)")
+    return Obligation(what, "proved")
+
+
+@functools.cache
+def prove_cast(old: Dtype, new: Dtype) -> Obligation:
+    """A casting move is exact: every value of `old` is a value of `new`, and the cast
+    the C does gives it. Integers: sign- or zero-extension (by `old`'s signedness) read
+    in `new`'s signedness is the same number. bf16 -> f32: the f32 whose upper half is
+    the bf16's bits (what the kernels do: a 16-bit shift) is the exact conversion, and
+    converting back gives the bf16 (NaNs aside: they stay NaNs)."""
+    what = f"the cast {old} -> {new} is exact"
+    s = z3.Solver()
+    s.set("timeout", 20000)
+    if old.is_float or new.is_float:
+        if (old.short, new.short) != ("bf16", "f32"):
+            return Obligation(what, "refuted", f"no exact conversion from {old} to {new} is known")
+        b = z3.BitVec("b", 16)
+        bf16 = z3.FPSort(8, 8)
+        x = z3.fpBVToFP(b, bf16)
+        y = z3.fpBVToFP(z3.Concat(b, z3.BitVecVal(0, 16)), z3.Float32())
+        rne = z3.RNE()
+        ok = z3.Or(
+            z3.And(z3.fpIsNaN(x), z3.fpIsNaN(y)),
+            z3.And(y == z3.fpToFP(rne, x, z3.Float32()), z3.fpToFP(rne, y, bf16) == x),
+        )
+        s.add(z3.Not(ok))
+        r, m = solve(s)
+        if r == z3.sat:
+            return Obligation(what, "refuted", f"bf16 bits {m.eval(b).as_long():#06x} change value")
+    else:
+        n, k = old.nbytes * 8, new.nbytes * 8
+        if k < n:
+            return Obligation(what, "refuted", f"{new} has {k} bits, {old} has {n}")
+        x = z3.BitVec("x", n)
+        ext = z3.SignExt(k - n, x) if old.is_signed else z3.ZeroExt(k - n, x)
+        s.add(z3.BV2Int(ext, is_signed=new.is_signed) != z3.BV2Int(x, is_signed=old.is_signed))
+        r, m = solve(s)
+        if r == z3.sat:
+            v = m.eval(z3.BV2Int(x, is_signed=old.is_signed)).as_long()
+            return Obligation(what, "refuted", f"{old} value {v} is not a {new} value")
+    if r == z3.unknown:
+        return Obligation(what, "unknown", s.reason_unknown())
+    return Obligation(what, "proved")
+
+
+@functools.cache
+def prove_catalog_layout(layout: Layout, rank: int) -> Obligation:
+    """A layout a logic file offers to the search (layout_cand/3) has no shape of its own:
+    prove it at a representative one, each packed dimension twice its blocks and every
+    other dimension 3 (odd, so dropped remainders and aliasing show)."""
+    cover = [1] * rank
+    for p in layout.pdims:
+        if p.kind != "dyn" and p.dim < rank:
+            cover[p.dim] *= p.size
+    return prove_layout(layout, tuple(2 * c if c > 1 else 3 for c in cover))
