@@ -94,10 +94,16 @@ def build(source: str, cdef: str, flags: tuple[str, ...] = (), openmp: bool = Fa
                     f"{cache_dir() / (name + '.src.c')}):\n" + r.stderr.strip()
                 )
             os.replace(out, so)  # atomic: a concurrent reader never sees half a module
+    mod = load_extension(name, so)
+    _LOADED[name] = mod
+    return mod
+
+
+def load_extension(name: str, so: Path):
+    """Import the compiled extension module `name` from the file `so`."""
     spec = importlib.util.spec_from_file_location(name, so)
     if spec is None or spec.loader is None:
         raise CompileError(f"cannot load the compiled module {so}")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    _LOADED[name] = mod
     return mod

@@ -24,7 +24,8 @@ from types import ModuleType
 
 import numpy as np
 
-from .build import cache_dir, compiler
+from morello_asp.codegen.build import cache_dir, compiler, load_extension
+from morello_asp.errors import CompileError
 
 SOURCE = Path(__file__).with_name("fastcall.c")
 
@@ -34,7 +35,7 @@ def module() -> ModuleType | None:
     """The call-path extension, or None (with a warning) if it cannot be built here."""
     try:
         return _load()
-    except (OSError, RuntimeError, ImportError) as e:
+    except (OSError, RuntimeError, ImportError, CompileError) as e:
         warnings.warn(
             f"morello-asp: the compiled call path could not be built ({e}); programs run through "
             "the slower Python path",
@@ -71,9 +72,4 @@ def _load() -> ModuleType:
             if r.returncode != 0:
                 raise RuntimeError(f"gcc exited {r.returncode}: {r.stderr.strip()[:500]}")
             os.replace(out, so)  # atomic: a concurrent process never loads half a module
-    spec = importlib.util.spec_from_file_location(name, so)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {so}")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_extension(name, so)
