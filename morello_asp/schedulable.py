@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 class Schedulable:
     """Rewrites of the open spec a value stands for: the spec itself, or the sole open
-    non-Move spec of a partial program (use `subschedule` to pick another)."""
+    spec of a partial program that is not a copy (Kind.is_copy: a Move) (use `subschedule` to pick another)."""
 
     def _program(self) -> Spec | Impl:
         raise NotImplementedError  # Spec and Impl return themselves

@@ -4,7 +4,7 @@ Each primitive is a checked free function (Exo style) that asks the rule files, 
 the engine of the spec's own target, whether the rewrite applies and what sub-specs it
 leaves, then grows the tree. Spec and every program node have the same primitives as
 methods (morello_asp.schedulable). With several open specs, a rewrite goes to the sole
-non-Move one (default child selection); otherwise use `subschedule(path, fn)`.
+one that is not a copy, a Move (default child selection); otherwise use `subschedule(path, fn)`.
 """
 
 from __future__ import annotations
@@ -53,12 +53,13 @@ def _default_hole(impl: Impl) -> tuple[int, ...]:
         raise ScheduleError("the program is complete: no open spec left to rewrite")
     if len(holes) == 1:
         return holes[0][0]
-    non_move = [p for p, h in holes if h.spec.kind != "Move"]
-    if len(non_move) == 1:
-        return non_move[0]
+    work = [p for p, h in holes if not h.spec.k.is_copy]  # not a Move (Kind.is_copy: declared as a copy)
+    if len(work) == 1:
+        return work[0]
     listing = "; ".join(f"{list(p)}: {h.spec.short()}" for p, h in holes)
     raise ScheduleError(
-        f"{len(holes)} open specs and no sole non-Move one; pick one with subschedule(path, fn): {listing}"
+        f"{len(holes)} open specs and no sole one that is not a copy (a Move); pick one with "
+        f"subschedule(path, fn): {listing}"
     )
 
 

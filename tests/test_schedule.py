@@ -38,7 +38,7 @@ def test_figure1_program_and_hand_computed_cost():
 def test_default_child_and_errors():
     spec = parse_spec(FIGURE1)
     imp = spec.tile([1, 1, 1, 16]).move_param(2, "VRF", "row_major", vector_size=8)
-    with pytest.raises(ScheduleError, match="sole non-Move"):
+    with pytest.raises(ScheduleError, match="no sole one that is not a copy"):
         parse_spec("Matmul(8x8x8, f32)").to_accum().tile([1, 4, 4, 4])
     with pytest.raises(ScheduleError, match="does not apply"):
         imp.select("MultAdd")

@@ -196,6 +196,15 @@ class Kind:
     def value(self, out: int) -> Expr:
         return self.values[self.outputs.index(out)]
 
+    @property
+    def is_copy(self) -> bool:
+        """Every output is one input's value, point by point (Move, a cast): data movement
+        that a schedule places around the work rather than work itself."""
+        return all(
+            self.value(o)[0] == "op" and self.value(o)[1] not in self.outputs and not self.combiner(o)
+            for o in self.outputs
+        )
+
     def combiner(self, out: int) -> str | None:
         return self.combiners[self.outputs.index(out)]
 
