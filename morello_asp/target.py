@@ -15,7 +15,7 @@ import clingo
 from morello_asp.encodings import DIR
 from morello_asp.errors import RuleError, TargetError
 from morello_asp.kinds import builtin_files
-from morello_asp.solver.logic_files import read_logic
+from morello_asp.solver.logic_files import read_logic, with_includes
 from morello_asp.user_cache import pickled, stamp
 
 ENCODINGS = DIR
@@ -155,8 +155,6 @@ def installed_targets() -> tuple[dict[str, Path], dict[str, list[str]]]:
     targets #include (c_scalar.lp: the C of the generic scalar kernel), each with the
     targets that include it. A target's entry file declares the machine's memory levels
     (tgt_level/6), itself or in a file it includes."""
-    from morello_asp.solver.logic_files import with_includes
-
     files = sorted((ENCODINGS / "targets").glob("*.lp"))
     entries = {f.stem: f for f in files if _declares_levels(f)}
     includes: dict[str, list[str]] = {f.stem: [] for f in files if f.stem not in entries}
