@@ -68,9 +68,8 @@ NUMPY_HELPERS = (
 
 def numpy_expression(spec) -> str | None:
     """The spec as numpy idioms on its inputs `a0, a1, ...` (logical shapes), for timing
-    beside a program: matmuls, softmaxes and Compose chains of them; None for others."""
-    import re
-
+    beside a program: each kind's kind_numpy/2 declaration (encodings/kinds/), and Compose
+    chains of kinds that have one; None for others."""
     k = spec.k
     if k.is_compose:
         info = k.components
@@ -84,21 +83,23 @@ def numpy_expression(spec) -> str | None:
                 for j in range(len(specs[c].operands))
                 if j not in specs[c].outputs
             ]
-            e = _component_expression(specs[c].kind, args)
+            e = _kind_expression(specs[c].k, args)
             if e is None:
                 return None
             prev = e
         return prev
-    ins = [f"a{i}" for i in range(len(spec.operands)) if i not in spec.outputs]
-    return _component_expression(spec.kind, ins) if re.fullmatch(r"Matmul|Softmax\d+", spec.kind) else None
+    return _kind_expression(k, [f"a{i}" for i in range(len(spec.operands)) if i not in spec.outputs])
 
 
-def _component_expression(kind: str, args: list[str]) -> str | None:
-    if kind == "Matmul":
-        return f"np.matmul({args[0]}, {args[1]})"
-    if kind.startswith("Softmax") and kind[7:].isdigit():
-        return f"softmax({args[0]}, {int(kind[7:])})"
-    return None
+def _kind_expression(k, args: list[str]) -> str | None:
+    """k's kind_numpy/2 expression on `args` (its inputs, in operand order)."""
+    if k.numpy is None:
+        return None
+    names = [n for i, n in enumerate(k.params) if i not in k.outputs]
+    text = k.numpy.replace("{axis}", str(k.numpy_axis))
+    for n, a in zip(names, args):
+        text = text.replace("{" + n + "}", a)
+    return text
 
 
 def numpy_seconds(spec, threads: int | None = 1) -> float | None:

@@ -10,6 +10,7 @@ files: clingo grounds them and we read the atoms, as for targets.
 from __future__ import annotations
 
 import functools
+import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -103,6 +104,8 @@ class Kind:
     compose_scans: tuple[int, ...] = ()  # a Compose's dimensions that no tile may cut
     merges: tuple[Expr | None, ...] = ()  # per output: its kind_merge/3 (accumulating kinds), or None
     fills: tuple[tuple[int, str], ...] = ()  # accumulating kinds: (output, init kind) per filled output
+    numpy: str | None = None  # kind_numpy/2: what a user would call in numpy instead (a baseline)
+    numpy_axis: int | None = None  # kind_numpy_axis/2: the {axis} of that expression
     _by_rank: dict = field(default_factory=dict, compare=False, hash=False, repr=False)  # access() memo
     _shapes: dict = field(default_factory=dict, compare=False, hash=False, repr=False)  # operand_shapes() memo
 
@@ -332,6 +335,8 @@ _SIGS = (
     ("kind_merge", 3),
     ("kind_accum_fill", 3),
     ("kind_batch", 2),
+    ("kind_numpy", 2),
+    ("kind_numpy_axis", 2),
 )
 
 
@@ -386,7 +391,24 @@ def _build(atoms, source_of) -> dict[str, Kind]:
     for a in atoms["kind_batch"]:
         k, name = str(a.arguments[0]), str(a.arguments[1])
         _check_batch(kinds[k], name, f"{source_of(k)}: kind {k}")
+    axes = {str(a.arguments[0]): a.arguments[1] for a in atoms["kind_numpy_axis"]}
+    for a in atoms["kind_numpy"]:
+        k, text = str(a.arguments[0]), a.arguments[1]
+        where = f"{source_of(k)}: kind {k}"
+        if text.type != clingo.SymbolType.String:
+            raise KindError(f"{where}: kind_numpy/2 takes a string, not {text}")
+        ax = axes.get(k)
+        if ax is not None and ax.type != clingo.SymbolType.Number:
+            raise KindError(f"{where}: kind_numpy_axis/2 takes a dimension number, not {ax}")
+        named = {m for m in _PLACEHOLDER.findall(text.string)} - {"axis"}
+        ins = {kinds[k].params[i] for i in range(len(kinds[k].params)) if i not in kinds[k].outputs}
+        if not named <= ins:
+            raise KindError(f"{where}: kind_numpy/2 names {sorted(named - ins)}; its inputs are {sorted(ins)}")
+        kinds[k] = replace(kinds[k], numpy=text.string, numpy_axis=None if ax is None else ax.number)
     return kinds
+
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def _check_batch(k: Kind, name: str, where: str) -> None:
