@@ -330,6 +330,21 @@ def test_kinds_command_lists_declared_and_user_kinds(user_kinds):
     assert any("AddVec" in ln and "(from --rules)" in ln for ln in lines)
 
 
+def test_a_family_kind_names_the_dimension_it_reduces(capsys):
+    """Issue 56: `kinds` printed Max2 as "max over ... of x": a kind of a family (its
+    dimensions d0 d1 ...) names the dimension it reduces, d2, whatever its number, in
+    its reduction and in the expressions of its parts."""
+    from morello_asp.cli import main
+
+    assert main(["kinds"]) == 0
+    lines = {ln.split("[", 1)[0]: ln for ln in capsys.readouterr().out.splitlines()}
+    assert not [ln for ln in lines.values() if "over ..." in ln]
+    for n in range(4):
+        assert lines[f"Max{n}"].endswith(f" = max over d{n} of x)"), lines[f"Max{n}"]
+        assert f"exp((x - max over d{n} of x)) / add over d{n} of " in lines[f"Softmax{n}"], lines[f"Softmax{n}"]
+    assert lines["Max2"] == "Max2[d0 d1 ...](x[d0, d1, ...] -> out[d0, d1, 0, ...] = max over d2 of x)"
+
+
 def test_user_kind_from_the_cli_runs(user_kinds):
     r = subprocess.run(
         [sys.executable, "-m", "morello_asp.cli", "synth", "SumRows(6x5, i32)", "--rules", user_kinds, "--run"],

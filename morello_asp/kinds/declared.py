@@ -243,12 +243,13 @@ class Kind:
         rank = len(dims) if self.dims is not None else self.min_rank
         for o, e, c in zip(self.outputs, self.values, self.combiners):
             red = self.reduction_of(o, rank)
-            names = [dims[d] if d < len(dims) else f"d{d}" for d in red]
+            # a family's placeholder names ("d0 d1 ...") stop at d1: d2 on is d2, not "..."
+            names = [dims[d] if self.dims is not None and d < len(dims) else f"d{d}" for d in red]
             how = f"{c} over {', '.join(names)} of " if c and red else f"{c} " if c else ""
             acc = f"{acc_text(o)} {'<-' if self.is_accum and c else '='} "
             m = self.merge(o)
-            merged = f" (merged: {expr_text(m, self.params, dims)})" if m is not None else ""
-            outs.append(acc + how + expr_text(e, self.params, dims) + merged)
+            merged = f" (merged: {expr_text(m, self.params, self.dims)})" if m is not None else ""
+            outs.append(acc + how + expr_text(e, self.params, self.dims) + merged)
         head = f"{self.name}[{' '.join(dims)}]"
         several = len(self.fills) > 1
         inits = ", ".join(camel(i) + (f" ({self.params[o]})" if several else "") for o, i in self.fills)
