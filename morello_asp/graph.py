@@ -87,7 +87,6 @@ class _Dataflow(Listing):
         super().node(node, args, depth)
 
     def _temps(self, node: Pipeline) -> list[str]:
-
         return for_node(node).temp_names(node, self.fresh, self.target.prefix)  # type: ignore[attr-defined]
 
     def views(self, prefix: str, args: list[str], spec: Spec) -> tuple[list[str], str]:

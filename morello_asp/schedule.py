@@ -28,7 +28,6 @@ Program: TypeAlias = Spec | Impl
 
 
 def _engine(spec: Spec):
-
     # a kind a user's file declares is scheduled by rules that include its declaration
     return get_engine(spec.target, spec.k.user_files())
 

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 def make_search(
     target: str | Target | None = None, rules=(), db: Any = DEFAULT_TABLE, progress: Progress | bool | None = None
 ) -> Search:
-
     rules = _checked_args(rules, db, progress)
     for w in check_rules(target, rules):  # exist, UTF-8, ground in time (before loading them here)
         warnings.warn(w, stacklevel=3)

@@ -286,7 +286,6 @@ class RectMemo:
 
     # --- table ---
     def get(self, spec: Spec) -> Decision | None:
-
         key, p = to_coords(spec, self.levels)
         d = self._read_point(key, p)
         if d is not _UNREAD:
@@ -315,7 +314,6 @@ class RectMemo:
         return None
 
     def put(self, spec: Spec, decision: Decision) -> None:
-
         key, p = to_coords(spec, self.levels)
         llo, lhi = limits_range(spec, decision)
         n = len(spec.limits)

@@ -741,7 +741,6 @@ class SqliteMemo(RectMemo):
         return spec
 
     def _decode_expansions(self, cls, blob: bytes) -> list:
-
         ranks = tuple(len(s) for s in cls.operand_shapes)
         out = []
         for atext, kids, keys, kc, al in json.loads(zlib.decompress(blob)):

@@ -70,7 +70,6 @@ PROGRESS_VERSION = "1"
 
 # =============================================================== the grid and its order
 def kind_names() -> list[str]:
-
     return list(all_kinds())
 
 
@@ -90,7 +89,6 @@ def parse_kinds(text) -> tuple[str, ...]:
 
 
 def parse_dtypes(text) -> tuple[str, ...]:
-
     items = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if str(t).strip()]
     if not items:
         raise InputError("--dtypes: give at least one dtype, e.g. f32")
@@ -136,7 +134,6 @@ class Grid:
             raise InputError(f"--max-size: expected a whole number from 1 to 2^30, got {self.max_size!r}")
 
     def roots(self) -> list[str]:
-
         sizes = [1 << i for i in range(self.max_size.bit_length()) if 1 << i <= self.max_size]
         out = []
         for name in self.kinds:
@@ -229,7 +226,6 @@ class Validator:
     only solving it again can tell; `db verify` proves every box legal)."""
 
     def __init__(self, levels, max_limits, logic: str, max_dim: int, target):
-
         self.levels = list(levels)
         self.max_limits = tuple(max_limits)
         self.logic = logic
@@ -593,7 +589,6 @@ class _Tally:
 
 
 def _run_stages(memo, ex, stages, start, staged, validator, report, progress, t0) -> None:
-
     con = memo.con
     report.tasks = sum(len(st.specs) for st in stages[:start])
     tally = _Tally(stages, start, report, t0)

@@ -69,7 +69,6 @@ class TaskMemo:
     """The replica, then what this task decided (in the order it decided it)."""
 
     def __init__(self, base):
-
         self.base = base
         self.local = DictMemo()
         self.puts: list = []
@@ -104,7 +103,6 @@ class Worker:
     """What runs in a worker process or Ray actor: one engine, one replica."""
 
     def __init__(self, cfg: dict):
-
         clingo_run.run_inline(True)  # this process is the worker: clingo runs here
         os.environ.setdefault("MORELLO_ASP_JOBS", "1")
         if cfg.get("protocol") != PROTOCOL:

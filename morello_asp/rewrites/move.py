@@ -81,7 +81,6 @@ class Move(Rewrite):
         return d
 
     def args_from_json(self, obj, ranks):
-
         op = obj["operand"]
         dt = Dtype.parse(obj["dtype"]) if obj.get("dtype") else None
         return action(op, obj["level"], Layout.parse(obj["layout"], ranks[op], validate=False), obj["vector_size"], dt)
@@ -98,11 +97,9 @@ class Move(Rewrite):
         return action(node.operand, node.new.level, node.new.layout, node.new.vector_size or 0, dt)
 
     def cost(self, node, child_costs, target):
-
         return alloc_cost(node, target) + sum(child_costs)
 
     def allocations(self, node, target):
-
         return [(target.level(node.new.level).index, alloc_units(node, target))]
 
     def peak(self, node, child_peaks, target):
@@ -114,7 +111,6 @@ class Move(Rewrite):
         return tuple(alloc_units(node, target) + pow2ceil(v) if i == li else v for i, v in enumerate(base))
 
     def list_node(self, node, args, depth, out):
-
         shape = node.spec.operand_shapes[node.operand]
         nm = out.fresh(out.target.prefix(node.new.level) + args[node.operand].lstrip("t"))
         out.line(depth, f"alloc {nm}: {tensor_text(node.new, shape)} ← {args[node.operand]}:", node)
@@ -169,7 +165,6 @@ class Move(Rewrite):
         }
 
     def node_from_json(self, d, spec, rec):
-
         op = d["operand"]
         shape = spec.operand_shapes[op]
         new = parse_tensor_spec(d["new"], len(shape)).canonical(shape, spec.target)

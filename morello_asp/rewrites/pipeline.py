@@ -121,7 +121,6 @@ class PipelineFamily(Rewrite):
         return Action("pipeline", (step, index, level, layout, int(args[3])))
 
     def request(self, spec, action, ctx):
-
         step, index, level, layout, v = action.args
         wires = wiring(spec, step, index)
         has_temps = any(w < 0 for ws in wires for w in ws)
@@ -164,7 +163,6 @@ class PipelineFamily(Rewrite):
         }
 
     def args_from_json(self, obj, ranks):
-
         lay = obj.get("layout")
         layout = None if lay is None else Layout.parse(lay, int(obj["layout_rank"]), validate=False)
         return Action("pipeline", (obj["step"], int(obj["index"]), obj["level"], layout, int(obj["vector_size"])))
@@ -228,7 +226,6 @@ class PipelineFamily(Rewrite):
         return names
 
     def list_node(self, node, args, depth, out):
-
         names = self.temp_names(node, out.fresh, out.target.prefix)
         binds = ", ".join(f"{n}: {tensor_text(ts, shp)}" for n, ts, shp in zip(names, node.temps, node.temp_shapes))
         head = f"pipeline {self.text(self.action_of(node))}" + (f" ({binds})" if binds else "") + ":"
@@ -265,7 +262,6 @@ class PipelineFamily(Rewrite):
         }
 
     def node_from_json(self, d, spec, rec):
-
         shapes = tuple(tuple(s) for s in d["temp_shapes"])
         temps = tuple(parse_tensor_spec(t, len(s)).canonical(s, spec.target) for t, s in zip(d["temps"], shapes))
         return Pipeline(

@@ -85,7 +85,6 @@ class Tile(Rewrite):
         return Action("tile", (tuple(node.tile_shape), bool(node.parallel)))
 
     def cost(self, node, child_costs, target):
-
         return loop_cost(node, child_costs[0], child_costs[1:], target)
 
     def list_node(self, node, args, depth, out):

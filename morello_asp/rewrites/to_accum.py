@@ -63,7 +63,6 @@ class ToAccum(Rewrite):
             out.node(c, args if i == len(node.stmts) - 1 else [args[filled[i]]], depth + 1)
 
     def emit_c(self, node, views, em):
-
         filled = _filled(node)
         if len(filled) != len(node.stmts) - 1:
             raise CodegenError(f"to_accum of {node.spec.short()}: {len(node.stmts)} children for {len(filled)} fills")
@@ -103,7 +102,6 @@ class ToAccum(Rewrite):
         return [Obligation(what, "refuted", bad[0]) if bad else Obligation(what, "proved")]
 
     def box_obligations(self, prover, head, seq, sp, a):
-
         from morello_asp.solver.verify_boxes import BoxObligation  # z3: on the first proof, not with the package
 
         kind = sp.k["kind"]
@@ -119,7 +117,6 @@ class ToAccum(Rewrite):
 
 
 def _accum_pairs():
-
     return accum_pairs()
 
 
