@@ -334,7 +334,7 @@ def pipeline_obligations(fam, node, ctx) -> list[Obligation]:
     # the rules derive this step, with these stages
     want = fam.action_of(node)
     what = f"{name}: the rules derive it with these stages"
-    exp = next((e for e in ctx.expansions(spec) if e.action.name == "pipeline" and fam.matches(e.action, want)), None)
+    exp = next((e for e in ctx.expansions(spec) if e.action.family is fam and fam.matches(e.action, want)), None)
     if exp is None:
         out.append(Obligation(what, "refuted", f"the rules do not derive {want} on {spec}"))
     else:

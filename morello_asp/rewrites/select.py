@@ -80,7 +80,7 @@ class Select(Rewrite):
         what = f"kernel {node.kernel} applies to {node.spec.short()}"
         want = self.action_of(node)
         exp = next(
-            (e for e in ctx.expansions(node.spec) if e.action.name == "select" and self.matches(e.action, want)), None
+            (e for e in ctx.expansions(node.spec) if e.action.family is self and self.matches(e.action, want)), None
         )
         if exp is None:
             return [Obligation(what, "refuted", f"the target's rules do not apply {node.kernel} to {node.spec}")]
