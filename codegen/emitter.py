@@ -419,6 +419,14 @@ class KernelContext:
     def fail(self, msg: str) -> NoReturn:
         raise CodegenError(f"kernel {self.kernel} on {self.spec.short()}: {msg}")
 
+    def no_vector(self, what: str) -> str:
+        """Why a vector placeholder (or an @each line) cannot be expanded here."""
+        return (
+            f"its C template uses {what}, which needs an operand in vector registers (one with a vector "
+            f"size, e.g. (f32, VRF, row_major, v8)), and no operand of this application has one: the kernel's "
+            f"rule kernel_applies(S, {snake(self.kernel)}) must require one, or its template must not use {what}"
+        )
+
     def operand(self, name: str) -> View:
         if name not in self.names:
             self.fail(f"template names operand {name!r}; this spec has {', '.join(self.names)}")
@@ -448,7 +456,7 @@ class KernelContext:
             return str(j)
         if key in ("nvec", "vs", "vt", "pfx", "bits"):
             if not self.vs:
-                self.fail(f"{{{key}}} needs a vector operand")
+                self.fail(self.no_vector(f"{{{key}}}"))
             nbytes = self.vs * self.dtype.nbytes
             return {
                 "nvec": str(self.nvec),
@@ -478,8 +486,10 @@ class KernelContext:
         if what == "bytes":
             return str(prod(v.shape) * v.ts.dtype.nbytes)
         if what == "v":
-            if j is None or not self.vs:
-                self.fail(f"{{{key}}} outside an @each line or without a vector operand")
+            if not self.vs:
+                self.fail(self.no_vector(f"{{{key}}}"))
+            if j is None:
+                self.fail(f"{{{key}}} outside an @each line (one line per vector: `@each: ...`)")
             return em.vector(v, j, v.ts.vector_size or self.vs)
         self.fail(f"unknown placeholder {{{key}}}")
 
@@ -493,7 +503,7 @@ def expand_template(text: str, ctx: KernelContext) -> list[str]:
             continue
         reps = range(ctx.nvec) if "each" in tags else [None]
         if "each" in tags and not ctx.nvec:
-            ctx.fail("@each line but no operand is in vector registers")
+            ctx.fail(ctx.no_vector("an @each line"))
         for j in reps:
             out.append(_PLACEHOLDER.sub(lambda mm, j=j: ctx.value(mm.group(1), j), code))
     return out

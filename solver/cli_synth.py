@@ -65,13 +65,36 @@ def _searching(search, args, work):
         search.progress.done()
 
 
-def _emit(imp, args):
-    from morello_asp.serialize import save, to_json
+def _lower(imp, args):
+    """Lower the program before anything is printed or saved: codegen's refusal (a kernel
+    template it cannot expand, ...) is then the one line, and no --out file is left that
+    `run` would refuse. Returns (the compiled program for --run and --bench, the C text for
+    --emit c); neither is made when not asked for (--out alone lowers to C to check)."""
+    from morello_asp.errors import CodegenError
 
     if args.standalone and args.emit != "c":
         raise MorelloError("--standalone needs --emit c")
+    rules = args.rules or ()
+    fn = c_text = None
+    try:
+        if getattr(args, "run", False) or getattr(args, "bench", False):
+            fn = imp.compile(rules)
+        if args.emit == "c":
+            c_text = imp.to_c(rules, standalone=args.standalone)
+        elif args.out and fn is None:
+            imp.to_c(rules)
+    except CodegenError as e:
+        if args.out:
+            raise CodegenError(f"{e}; the program was not saved to {args.out}") from None
+        raise
+    return fn, c_text
+
+
+def _emit(imp, args, c_text: str | None = None):
+    from morello_asp.serialize import save, to_json
+
     if args.emit == "c":
-        print(imp.to_c(args.rules or (), standalone=args.standalone))
+        print(c_text if c_text is not None else imp.to_c(args.rules or (), standalone=args.standalone))
     elif args.emit == "json":
         import json
 
@@ -84,9 +107,8 @@ def _emit(imp, args):
         print(f"saved program (JSON) to {args.out}", file=sys.stderr)
 
 
-def _run_and_bench(imp, args):
+def _run_and_bench(imp, args, fn):
     if args.run or args.bench:
-        fn = imp.compile(args.rules or ())
         err, tol = fn.check()
         ok = err <= tol
         print(f"checked against numpy: max |error| {err:.3g} (tolerance {tol:.3g}): {'OK' if ok else 'MISMATCH'}")
@@ -175,8 +197,9 @@ def _synth(args):
             return 1
     if args.graph:
         _graph(imp, args.graph)
-    _emit(imp, args)
-    return _run_and_bench(imp, args)
+    fn, c_text = _lower(imp, args)
+    _emit(imp, args, c_text)
+    return _run_and_bench(imp, args, fn)
 
 
 def _graph(imp, path) -> None:
@@ -225,7 +248,7 @@ def _query(args):
         )
         return 1
     imp = search.build(spec)  # every decision on the way is a memo hit
-    _emit(imp, args)
+    _emit(imp, args, _lower(imp, args)[1])
     return 0
 
 

@@ -280,6 +280,37 @@ def test_typo_in_rule_file_is_a_warning(capsys, files):
     assert err.count("\n") == 1 and "warning" in err and "vrff" in err and "did you mean vrf" in err, err
 
 
+VECTOR_TEMPLATE = """tgt_kernel(my_madd).
+kernel_applies(S, my_madd) :- kernel_applies(S, mult_add).
+kernel_cost(S, my_madd, 0) :- kernel_applies(S, my_madd).
+tgt_kernel_c(my_madd, any, "{ {vt} t; {out} += {lhs} * {rhs}; }").
+"""
+
+
+@pytest.mark.parametrize("extra", [[], ["--run"], ["--emit", "c"]], ids=["out", "run", "emit-c"])
+def test_a_template_that_needs_a_vector_operand_saves_no_program(capsys, tmp_path, extra):
+    """Issue 56: {vt} (and {pfx}, {vs}, {nvec}, {bits}, {X_v}, @each) in a kernel's C
+    template needs an operand in vector registers; a kernel applied without one made
+    synth --out save the program first and refuse it after. The program is lowered first:
+    one line names the kernel, the placeholder and the rule to fix, and no file is left
+    that `run` would refuse."""
+    rules = tmp_path / "vk.lp"
+    rules.write_text(VECTOR_TEMPLATE)
+    out = tmp_path / "p.json"
+    rc, stdout, err = run_main(
+        capsys, ["synth", TINY, "-q", "--no-db", "--rules", str(rules), "--out", str(out), *extra]
+    )
+    check_one_line(rc, err, 2, "kernel MyMadd on MatmulAccum(1x1x1x1, L1, L1, L1): its C template uses {vt}")
+    assert "needs an operand in vector registers" in err and "kernel_applies(S, my_madd) must require one" in err
+    assert f"the program was not saved to {out}" in err and not out.exists() and not stdout, err
+    # a program saved otherwise (its JSON printed) is refused by `run` in the same line
+    rc, stdout, err = run_main(capsys, ["synth", TINY, "-q", "--no-db", "--rules", str(rules), "--emit", "json"])
+    assert rc == 0
+    out.write_text(stdout)
+    rc, _, err = run_main(capsys, ["run", str(out), "--rules", str(rules)])
+    check_one_line(rc, err, 2, "its C template uses {vt}, which needs an operand in vector registers")
+
+
 @pytest.mark.parametrize("command", ["synth", "explain", "precompute", "db verify"])
 def test_quiet_keeps_the_warnings_about_the_users_rule_files(capsys, tmp_path, command):
     """Issue 56: -q silences progress and statistics, never a warning about the user's own
