@@ -11,9 +11,9 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .api import BenchResult, Program, compile_impl, compile_many
-    from .emit import generate, to_c
-    from .reference import flops
+    from morello_asp.codegen.api import BenchResult, Program, compile_impl, compile_many
+    from morello_asp.codegen.emit import generate, to_c
+    from morello_asp.codegen.reference import flops
 
 _FROM = {
     "BenchResult": ".api",

@@ -24,10 +24,9 @@ from pathlib import Path
 
 import cffi
 
+from morello_asp.codegen.errors import CompileError
 from morello_asp.errors import InputError
 from morello_asp.user_cache import user_cache_dir
-
-from .errors import CompileError
 
 # -fno-semantic-interposition: calls inside the module (kernel_bench -> kernel) are
 # direct, as in a standalone executable, not through the PLT.

@@ -37,14 +37,12 @@ import clingo.ast as cast
 from morello_asp.codegen.emit import emit_function, resolve
 from morello_asp.cost import compute_cost
 from morello_asp.cost_model import move_cost
-from morello_asp.rewrites import node_from_expansion
+from morello_asp.ir import Alloc, Impl, KernelApp, Loop
+from morello_asp.naming import snake
+from morello_asp.rewrites import for_node, node_from_expansion
 from morello_asp.solver.engine import Engine
-
-from ..ir import Alloc, Impl, KernelApp, Loop
-from ..naming import snake
-from ..rewrites import for_node
-from ..spec import Spec
-from ..target import ENCODINGS, Target
+from morello_asp.spec import Spec
+from morello_asp.target import ENCODINGS, Target
 
 PS_PER_UNIT = 1  # one cost unit of the calibrated target, in picoseconds
 TARGETS = ENCODINGS / "targets"

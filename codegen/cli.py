@@ -66,10 +66,9 @@ def _bench(args):
 def _targets(args):
     """Every installed target (the entry files of encodings/targets/) and whether this
     machine runs it; then the files there that targets include, which are not targets."""
+    from morello_asp.codegen.ctarget import get_ctarget
     from morello_asp.errors import MorelloError
     from morello_asp.target import get_target, installed_targets
-
-    from .ctarget import get_ctarget
 
     rows = []
     entries, includes = installed_targets()

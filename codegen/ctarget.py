@@ -14,11 +14,10 @@ from pathlib import Path
 
 import clingo
 
+from morello_asp.codegen.errors import CodegenError
 from morello_asp.errors import TargetError
 from morello_asp.naming import snake
 from morello_asp.target import Target, as_target, get_target, rule_file
-
-from .errors import CodegenError
 
 
 @dataclass(frozen=True)

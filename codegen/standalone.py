@@ -32,17 +32,16 @@ from pathlib import Path
 
 import numpy as np
 
+from morello_asp.codegen.build import cache_dir, compiler
+from morello_asp.codegen.calling import BenchResult, Callable, bench_operands
+from morello_asp.codegen.convert import from_buffer, to_buffer
+from morello_asp.codegen.ctarget import CTarget
+from morello_asp.codegen.emit import generate, inputs_of, param_names, resolve
+from morello_asp.codegen.errors import CompileError
+from morello_asp.codegen.reference import flops
 from morello_asp.errors import CodegenError
 from morello_asp.ir import Impl
 from morello_asp.target import Target
-
-from .build import cache_dir, compiler
-from .calling import BenchResult, Callable, bench_operands
-from .convert import from_buffer, to_buffer
-from .ctarget import CTarget
-from .emit import generate, inputs_of, param_names, resolve
-from .errors import CompileError
-from .reference import flops
 
 TIMES_LINE = re.compile(r"^times:((?: \S+)+)$", re.M)  # seconds per call of each repetition
 TIME_LINE = re.compile(r"^time: (\S+) s/iter \(median of (\d+) reps x (\d+) calls\)$", re.M)

@@ -2,7 +2,7 @@
 targets are logic programs."""
 
 # First, before anything else loads: Ctrl-C while the command starts is one line, exit 130.
-from . import cli_signals  # noqa: F401  # isort: skip
+from morello_asp import cli_signals  # noqa: F401  # isort: skip
 
 from morello_asp import schedule
 from morello_asp.cost import Cost, compute_cost

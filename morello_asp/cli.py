@@ -12,8 +12,8 @@ import signal
 import sys
 import traceback
 
-from . import cli_signals
-from .errors import Interrupted, MorelloError, RefutedError
+from morello_asp import cli_signals
+from morello_asp.errors import Interrupted, MorelloError, RefutedError
 
 COMMAND_MODULES = [
     "morello_asp.cli_schedule",

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .spec import Spec, parse_spec
-from .target import as_target
+from morello_asp.spec import Spec, parse_spec
+from morello_asp.target import as_target
 
 PAPER_LIMITS = (64, 1024, 32768, 1073741824)  # the figure's limits, one per level
 

@@ -13,17 +13,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from morello_asp.errors import MorelloError
+from morello_asp.ir import Alloc, Impl, KernelApp, Pipeline, SpecHole
 from morello_asp.kinds.compose import dataflow_graph
+from morello_asp.printer import Listing, param_names
 from morello_asp.rewrites import for_node
-
-from .errors import MorelloError
-from .ir import Alloc, Impl, KernelApp, Pipeline, SpecHole
-from .printer import Listing, param_names
 
 if TYPE_CHECKING:
     import networkx as nx
 
-    from .spec import Spec
+    from morello_asp.spec import Spec
 
 
 class _Dataflow(Listing):

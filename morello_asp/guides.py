@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .errors import ScheduleError
-from .ir import Impl, SpecHole
-from .recipes import register_block
-from .spec import Spec
+from morello_asp.errors import ScheduleError
+from morello_asp.ir import Impl, SpecHole
+from morello_asp.recipes import register_block
+from morello_asp.spec import Spec
 
 # The block left to the synthesizer is the target's register block (recipes.register_block:
 # 6 x 16 f32 = 12 accumulator vectors on avx2, 14 x 32 on avx512), B packed into panels

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from math import prod
 
-from .expr import Const, Expr, Var, floordiv, lift, mod
+from morello_asp.expr import Const, Expr, Var, floordiv, lift, mod
 
 MAX_INT32 = 2**31 - 1  # pack sizes reach the logic files, whose integers are 32-bit
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .dtypes import Dtype
-from .ir import Impl, SpecHole
-from .schedule import leaf_spec
-from .spec import parse_spec
-from .target import Target, as_target
+from morello_asp.dtypes import Dtype
+from morello_asp.ir import Impl, SpecHole
+from morello_asp.schedule import leaf_spec
+from morello_asp.spec import parse_spec
+from morello_asp.target import Target, as_target
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 from morello_asp.ports import port
 
 if TYPE_CHECKING:
-    from .ir import Impl
-    from .layout import Layout
-    from .spec import Spec
+    from morello_asp.ir import Impl
+    from morello_asp.layout import Layout
+    from morello_asp.spec import Spec
 
 
 class Schedulable:

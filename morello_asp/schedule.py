@@ -12,17 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
+from morello_asp import rewrites
+from morello_asp.dtypes import Dtype
+from morello_asp.errors import LegalityError, ScheduleError
+from morello_asp.ir import Impl, SpecHole
+from morello_asp.layout import Layout
+from morello_asp.naming import snake
+from morello_asp.rewrites import Action, node_from_expansion  # noqa: F401 (the scheduling vocabulary: dp and guides use it)
 from morello_asp.rewrites.pipeline import temp_rank
 from morello_asp.solver.engine import get_engine
-
-from . import rewrites
-from .dtypes import Dtype
-from .errors import LegalityError, ScheduleError
-from .ir import Impl, SpecHole
-from .layout import Layout
-from .naming import snake
-from .rewrites import Action, node_from_expansion  # noqa: F401 (the scheduling vocabulary: dp and guides use it)
-from .spec import Spec
+from morello_asp.spec import Spec
 
 Program: TypeAlias = Spec | Impl
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from morello_asp.errors import InputError, MorelloError
+from morello_asp.ir import Impl, SpecHole
 from morello_asp.kinds import load as load_kinds
-
-from .errors import InputError, MorelloError
-from .ir import Impl, SpecHole
-from .rewrites import for_node, for_node_tag
-from .spec import parse_spec
-from .target import DEFAULT_TARGET, ENCODINGS, Target, get_target, rule_file
+from morello_asp.rewrites import for_node, for_node_tag
+from morello_asp.spec import parse_spec
+from morello_asp.target import ENCODINGS, Target, get_target, rule_file
 
 FORMAT = "morello-asp-program"
 VERSION = 1
@@ -61,7 +60,7 @@ def from_json_with_rules(doc: dict) -> tuple[Impl, tuple[str, ...]]:
     if doc.get("version") != VERSION:
         raise MorelloError(f"program format version {doc.get('version')} is not supported (expected {VERSION})")
     try:
-        target = get_target(doc.get("target") or DEFAULT_TARGET, tuple(doc.get("target_extra", ())))
+        target = get_target(doc.get("target") or None, tuple(doc.get("target_extra", ())))
         rules = tuple(str(rule_file(r)) for r in doc.get("rules", ()))
         if rules:
             load_kinds(rules)  # the program's kinds may be declared in its rule files

@@ -8,20 +8,19 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from morello_asp.default_table import DEFAULT_TABLE
+from morello_asp.errors import InputTypeError, SpecTypeError
 from morello_asp.guides import guided
+from morello_asp.ir import Impl
 from morello_asp.solver.dp import Progress, Search
 from morello_asp.solver.engine import get_engine
 from morello_asp.solver.memo_db import default_table
 from morello_asp.solver.rule_check import check_rules
-
-from .default_table import DEFAULT_TABLE
-from .errors import InputTypeError, SpecTypeError
-from .ir import Impl
-from .spec import Spec, parse_spec
-from .target import Target, as_target
+from morello_asp.spec import Spec, parse_spec
+from morello_asp.target import Target, as_target
 
 if TYPE_CHECKING:
-    from .solver.dp import Progress, Search
+    from morello_asp.solver.dp import Progress, Search
 
 
 def make_search(

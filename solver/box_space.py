@@ -23,10 +23,9 @@ from math import prod
 import z3
 
 from morello_asp.errors import SpecError
+from morello_asp.solver.coords import OPERAND_AXES, from_coords
 from morello_asp.spec import Spec
 from morello_asp.target import Target
-
-from .coords import OPERAND_AXES, from_coords
 
 TIMEOUT_MS = 10_000
 MAX_BLOCKED = 50  # non-spec models tried before a query is left unknown

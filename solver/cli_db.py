@@ -13,8 +13,7 @@ from pathlib import Path
 
 from morello_asp.cli_args import add_rules_option, int_range, output_file
 from morello_asp.errors import InputError, MemoError, MorelloError
-
-from .memo_db import SCHEMA_VERSION, _damaged, connect
+from morello_asp.solver.memo_db import SCHEMA_VERSION, _damaged, connect
 
 
 def _volume(lo, hi) -> int:
@@ -123,8 +122,8 @@ def export(path: str, out: str) -> int:
 
 def _read_jsonl(src: str) -> tuple[dict, list[tuple]]:
     """(meta, rows) of an exported table, every line checked before anything is written."""
-    from .coords import from_coords
-    from .memo_db import decode_decision
+    from morello_asp.solver.coords import from_coords
+    from morello_asp.solver.memo_db import decode_decision
 
     p = Path(src)
     if p.is_dir():
@@ -212,8 +211,8 @@ def import_(path: str, src: str) -> int:
 
 def compact(path: str) -> tuple[int, int]:
     """Re-merge: replay every row in sequence order into a fresh RectMemo, rewrite the file."""
-    from .memo import RectMemo
-    from .memo_db import decode_decision, encode_decision
+    from morello_asp.solver.memo import RectMemo
+    from morello_asp.solver.memo_db import decode_decision, encode_decision
 
     con = _connect(path)
     meta = dict(_rows(path, con, "SELECT k, v FROM meta"))
@@ -256,7 +255,7 @@ def merge(dest: str, sources: list[str]) -> tuple[int, int, int]:
     priority. Refused, with the reason and nothing written, unless every table was
     built by the same schema, target, levels and logic files. Returns (rows read,
     rectangles before, rectangles after)."""
-    from .memo_db import SqliteMemo, decode_decision, recorded_rules
+    from morello_asp.solver.memo_db import SqliteMemo, decode_decision, recorded_rules
 
     read: list[tuple[str, dict, list]] = []
     for src in sources:
@@ -321,7 +320,7 @@ def _read_expansions(src: str, meta: dict) -> list[tuple[str, str, list]]:
     keys as text), for merge to number in the destination's ids: without it, a merged
     table answers the source's specs but grounds their classes again when it rebuilds a
     program. Empty for another format of the cache."""
-    from .memo_db import EXPANSIONS_VERSION
+    from morello_asp.solver.memo_db import EXPANSIONS_VERSION
 
     if meta.get("expansions") != EXPANSIONS_VERSION:
         return []
@@ -343,10 +342,9 @@ def _read_expansions(src: str, meta: dict) -> list[tuple[str, str, list]]:
 
 def verify(path: str, rules=(), limit: int | None = None, quiet: bool = False) -> int:
     """Prove every box of the table (solver/verify_boxes.py); 1 if any claim is refuted."""
+    from morello_asp.solver.engine import get_engine
+    from morello_asp.solver.memo_db import open_memo
     from morello_asp.solver.verify import verify_table
-
-    from .engine import get_engine
-    from .memo_db import open_memo
 
     con = _connect(path)
     try:

@@ -9,8 +9,8 @@ from morello_asp.cli_args import add_rules_option, check_logic_inputs, int_range
 
 
 def _precompute(args) -> int:
-    from .precompute import Grid, Progress, load_kinds, precompute
-    from .precompute_exec import LocalExecutor, RayExecutor
+    from morello_asp.solver.precompute import Grid, Progress, load_kinds, precompute
+    from morello_asp.solver.precompute_exec import LocalExecutor, RayExecutor
 
     check_logic_inputs(args)
     load_kinds(args.target, args.rules or ())

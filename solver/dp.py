@@ -32,11 +32,10 @@ from morello_asp.cost import node_cost, node_peak
 from morello_asp.errors import NoImplementationError, SpecError
 from morello_asp.ir import Impl, SpecHole
 from morello_asp.rewrites import node_from_expansion
+from morello_asp.solver import clingo_run, interrupt
+from morello_asp.solver.engine import Engine, Expansion
+from morello_asp.solver.memo import Decision, DictMemo, MemoTable
 from morello_asp.spec import Spec
-
-from . import clingo_run, interrupt
-from .engine import Engine, Expansion
-from .memo import Decision, DictMemo, MemoTable
 
 # Specs per expansion batch, one clingo call each, a batch per worker out at once.
 # Smaller batches complete sub-DAGs sooner, so decisions are committed earlier, but each
@@ -446,7 +445,7 @@ class Search:
         node = e.derived.get("node")
         if node is None:  # the node's cost and peak rules do not depend on the limits
             node = e.derived["node"] = node_from_expansion(spec, e)
-        costs: list[int] = [k.cost for k in kids]  # type: ignore[misc]  # the DP holds int costs
+        costs: list[int] = [k.cost for k in kids]  # the DP holds int costs
         cost = node_cost(node, costs, self.target)
         peak = node_peak(node, [k.peak for k in kids], self.target)
         depth = 1 + max((k.depth for k in kids), default=0)

@@ -22,16 +22,10 @@ from morello_asp import kinds
 from morello_asp.errors import RuleError, ScheduleError
 from morello_asp.layout import Layout
 from morello_asp.rewrites import Action, family, for_atom, split_term
+from morello_asp.solver import clingo_run
 from morello_asp.solver.anonymous_vars import name_anonymous_in_snapshot
 from morello_asp.solver.catalog_proofs import prove_catalog_layout_cached
-from morello_asp.solver.logic_files import contents_hash, is_shipped, read_logic, snapshot
-from morello_asp.solver.rule_check import check_logic_files
-from morello_asp.spec import Spec
-from morello_asp.target import Target, as_target, engine_files
-from morello_asp.user_cache import pickled
-
-from . import clingo_run
-from .facts import (
+from morello_asp.solver.facts import (
     LayoutIds,
     build_child,
     layout_from_symbol,
@@ -39,7 +33,11 @@ from .facts import (
     snake,
     spec_facts,
 )
-from .logic_files import unsnapshot
+from morello_asp.solver.logic_files import contents_hash, is_shipped, read_logic, snapshot, unsnapshot
+from morello_asp.solver.rule_check import check_logic_files
+from morello_asp.spec import Spec
+from morello_asp.target import Target, as_target, engine_files
+from morello_asp.user_cache import pickled
 
 __all__ = ["Action", "Engine", "Expansion", "Fitted", "get_engine"]
 

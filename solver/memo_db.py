@@ -24,13 +24,11 @@ from morello_asp.cost import cost_fingerprint
 from morello_asp.errors import InputError, MemoError, MorelloError
 from morello_asp.kinds import kind
 from morello_asp.rewrites import Action
-from morello_asp.solver.coords import to_coords
+from morello_asp.solver.coords import from_coords, to_coords
 from morello_asp.solver.engine import Expansion
 from morello_asp.solver.logic_files import contents_hash, read_logic
+from morello_asp.solver.memo import _UNREAD, Decision, RectMemo
 from morello_asp.user_cache import user_cache_dir
-
-from .coords import from_coords
-from .memo import _UNREAD, Decision, RectMemo
 
 SCHEMA_VERSION = "3"  # 2: box costs per unit of volume; 3: a stride axis per operand
 EXPANSIONS_VERSION = "2"  # format of the expansion cache; another value empties it

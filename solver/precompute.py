@@ -55,15 +55,13 @@ from morello_asp.kinds import all_kinds, kind
 from morello_asp.layout import Layout
 from morello_asp.solver import interrupt
 from morello_asp.solver import precompute_exec as ex
-from morello_asp.solver.memo_db import SqliteMemo, logic_hash
+from morello_asp.solver.coords import NOPAX
+from morello_asp.solver.dp import Progress  # the status line, as synth's
+from morello_asp.solver.memo_db import Decoder, SqliteMemo, logic_hash, operand_ranks
+from morello_asp.solver.precompute_worker import PROTOCOL, Worker, load_kinds, pack, rule_payload
 from morello_asp.solver.rule_check import check_rules
 from morello_asp.spec import Spec, parse_spec
 from morello_asp.target import as_target, engine_files
-
-from .coords import NOPAX
-from .dp import Progress  # the status line, as synth's
-from .memo_db import Decoder, operand_ranks
-from .precompute_worker import PROTOCOL, Worker, load_kinds, pack, rule_payload
 
 PROGRESS_VERSION = "1"
 

@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from .action import Action
+from morello_asp.rewrites.action import Action
 
 if TYPE_CHECKING:
     from morello_asp.codegen.emitter import Emitter, View

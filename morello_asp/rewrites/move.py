@@ -23,10 +23,9 @@ from morello_asp.errors import ScheduleError
 from morello_asp.expr import Const
 from morello_asp.ir import Alloc
 from morello_asp.layout import Layout
+from morello_asp.rewrites.action import Action
+from morello_asp.rewrites.base import Rewrite, view_fields
 from morello_asp.spec import parse_tensor_spec, tensor_text
-
-from .action import Action
-from .base import Rewrite, view_fields
 
 
 def action(operand: int, level: str, layout, vector_size: int | None = None, dtype: Dtype | None = None) -> Action:

@@ -31,11 +31,10 @@ from morello_asp.ir import Pipeline
 from morello_asp.kinds import Access, loaded_files
 from morello_asp.kinds.compose import cut
 from morello_asp.layout import Layout
+from morello_asp.rewrites.action import Action
+from morello_asp.rewrites.base import Rewrite, split_term
 from morello_asp.spec import parse_tensor_spec, tensor_text
 from morello_asp.target import engine_files, get_target
-
-from .action import Action
-from .base import Rewrite, split_term
 
 if TYPE_CHECKING:
     from morello_asp.solver.obligations import Obligation

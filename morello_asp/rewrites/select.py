@@ -13,9 +13,8 @@ from typing import Any
 
 from morello_asp.ir import KernelApp
 from morello_asp.naming import camel, snake
-
-from .action import Action
-from .base import Rewrite
+from morello_asp.rewrites.action import Action
+from morello_asp.rewrites.base import Rewrite
 
 
 def action(kernel: str) -> Action:

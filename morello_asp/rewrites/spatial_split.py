@@ -18,9 +18,8 @@ from typing import Any
 from morello_asp.codegen.simplify import VarRange
 from morello_asp.expr import Const, Expr, Var
 from morello_asp.ir import FilterLoop
-
-from .action import Action
-from .base import Rewrite
+from morello_asp.rewrites.action import Action
+from morello_asp.rewrites.base import Rewrite
 
 # The body's operand dimensions, as the convolution operand's dimensions (kinds/conv.lp:
 # image (b, c, h, w), filters (f, c, fh, fw), output (b, f, h, w)) that index them, and

@@ -22,9 +22,8 @@ from morello_asp.cost_model import loop_cost
 from morello_asp.errors import ScheduleError
 from morello_asp.expr import Const, Expr, Var
 from morello_asp.ir import Loop, loop_regions
-
-from .action import Action
-from .base import Rewrite, view_fields
+from morello_asp.rewrites.action import Action
+from morello_asp.rewrites.base import Rewrite, view_fields
 
 if TYPE_CHECKING:
     from morello_asp.codegen.emitter import Emitter, View

@@ -17,9 +17,8 @@ from morello_asp.codegen.errors import CodegenError
 from morello_asp.ir import Block
 from morello_asp.kinds import accum_pairs, kind
 from morello_asp.naming import camel
-
-from .action import Action
-from .base import Rewrite, view_fields
+from morello_asp.rewrites.action import Action
+from morello_asp.rewrites.base import Rewrite, view_fields
 
 
 def action() -> Action:
