@@ -102,6 +102,46 @@ def test_spatial_split_says_why_not():
         parse_spec("Matmul(4x4x4, f32)").spatial_split()
 
 
+def test_spatial_split_of_a_one_pixel_row_major_tile_sees_no_adjacent_channels():
+    """Issue 57: a 1 x F x 1 x 1 tile of a row-major output (or image) passes for
+    channels-last, but its channels are h * w values apart; its contiguousness (c2)
+    covers h and w only. The split's views of it have no adjacent values (c0), where the
+    rule gave them c1 and a vector move then read 8 channels 25 values apart as one."""
+    spec = parse_spec(
+        f"(ConvAccum(1x16x8x5x5x1x1, (f32, GL, row_major), (f32, GL, [2, 3, 1, 0]), (f32, GL, row_major), serial), "
+        f"{LIMITS})"
+    )
+    imp = spec.tile([1, 16, 8, 1, 1, 1, 1])
+    assert [t.contig for t in imp.children[0].spec.operands] == [2, 4, 2]
+    imp = imp.subschedule([0], lambda a: a.spatial_split())
+    body = imp.children[0].children[0].spec
+    assert [t.contig for t in body.operands] == [0, 3, 0]
+    # a channels-last tile of the same pixel keeps its channels adjacent
+    spec = parse_spec(f"(ConvAccum(1x16x8x5x5x1x1, {LAST}, serial), {LIMITS})")
+    imp = spec.tile([1, 16, 8, 1, 1, 1, 1]).subschedule([0], lambda a: a.spatial_split())
+    assert [t.is_contiguous() for t in imp.children[0].children[0].spec.operands] == [True] * 3
+
+
+# The held-out 1x1 convolutions of issue 57: the first five were proved and refused by
+# codegen (the split's view of a one-pixel row-major output tile claimed adjacent channels)
+HELD_OUT = [
+    "1x8x4x2x2x1x1",
+    "1x16x8x2x1x1x1",
+    "1x8x8x5x5x1x1",
+    "1x16x3x5x5x1x1",
+    "1x16x8x5x5x1x1",
+    "1x8x4x1x1x1x1",
+    "1x16x8x1x5x1x1",
+    "1x7x8x5x5x1x1",
+]
+
+
+@pytest.mark.slow  # ~5 s each
+@pytest.mark.parametrize("shape", HELD_OUT)
+def test_held_out_pointwise_convolutions_synthesize_prove_and_run(shape):
+    check(synthesize(f"Conv({shape}, f32)"))
+
+
 @pytest.mark.slow
 def test_conv_guide_blocks_and_splits():
     spec = parse_spec(channels_last("1x32x8x2x9x3x3"))
