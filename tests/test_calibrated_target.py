@@ -94,7 +94,9 @@ def test_loop_and_move_overheads_count_only_real_loops_and_copies(tmp_path):
     machine = machine.replace("tgt_loop_overhead(0).", "tgt_loop_overhead(7). tgt_move_overhead(l1, 100).")
     (tmp_path / "m.lp").write_text(machine)
     entry = tmp_path / "overheads.lp"
-    entry.write_text(f'#include "m.lp".\n#include "{avx}/kernels.lp".\n#include "{avx}/kernels_c.lp".\n')
+    entry.write_text(
+        f'#include "m.lp".\n#include "{avx}/isa.lp".\n#include "{avx}/kernels.lp".\n#include "{avx}/kernels_c.lp".\n'
+    )
     tgt, base = load_target_file(entry), get_target("avx2")
     assert tgt.loop_per_iter == 7 and tgt.move_overhead == {"L1": 100}
 

@@ -113,7 +113,8 @@ def test_a_saved_program_records_its_rules_and_target_and_runs_from_anywhere(tmp
     (work / "mine" / "machine.lp").write_text(machine)
     avx = ENCODINGS / "targets" / "avx2"
     (work / "mine.lp").write_text(
-        f'#include "mine/machine.lp".\n#include "{avx}/kernels.lp".\n#include "{avx}/kernels_c.lp".\n'
+        f'#include "mine/machine.lp".\n#include "{avx}/isa.lp".\n#include "{avx}/kernels.lp".\n'
+        f'#include "{avx}/kernels_c.lp".\n'
     )
     (work / "cheap.lp").write_text(
         "kernel_applies(S, cheap_zero) :- spec(S, zero), spec_operand(S, 0, _, L, _, _, _, _), L != rf, L != vrf,"

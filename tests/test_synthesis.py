@@ -196,7 +196,10 @@ def test_a_second_target_with_tiny_l1_changes_the_program(tmp_path):
     (tmp_path / "tiny" / "machine.lp").write_text(tiny)
     entry = tmp_path / "tiny.lp"
     avx = ENCODINGS / "targets" / "avx2"
-    entry.write_text(f'#include "tiny/machine.lp".\n#include "{avx}/kernels.lp".\n#include "{avx}/kernels_c.lp".\n')
+    entry.write_text(
+        f'#include "tiny/machine.lp".\n#include "{avx}/isa.lp".\n#include "{avx}/kernels.lp".\n'
+        f'#include "{avx}/kernels_c.lp".\n'
+    )
     spec_text = "Matmul(4x4x8, f32)"
     a = synthesize(spec_text)
     b = synthesize(parse_spec(spec_text, str(entry)), target=str(entry))
