@@ -32,13 +32,12 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import clingo.ast as cast
-
 from morello_asp.codegen.emit import emit_function, resolve
 from morello_asp.cost import compute_cost
 from morello_asp.cost_model import move_cost
 from morello_asp.ir import Alloc, Impl, KernelApp, Loop
 from morello_asp.naming import snake
+from morello_asp.native import rules_except
 from morello_asp.rewrites import for_node, node_from_expansion
 from morello_asp.solver.engine import Engine
 from morello_asp.spec import Spec
@@ -65,24 +64,9 @@ class Calibration:
     move_overhead: dict[str, int] = field(default_factory=dict)  # level name -> cost per copying move
 
 
-def _head_name(stmt) -> str | None:
-    if stmt.ast_type != cast.ASTType.Rule or stmt.head.ast_type != cast.ASTType.Literal:
-        return None
-    atom = stmt.head.atom
-    sym = getattr(atom, "symbol", None)
-    return getattr(sym, "name", None)
-
-
 def kept_rules(path: Path) -> list[str]:
     """The rules of a target file other than those calibration replaces."""
-    out: list[str] = []
-
-    def keep(stmt):
-        if stmt.ast_type == cast.ASTType.Rule and _head_name(stmt) not in REPLACED:
-            out.append(str(stmt))
-
-    cast.parse_files([str(path)], keep)
-    return out
+    return rules_except(path, lambda name, _: name in REPLACED)
 
 
 def kernels_of(target: Target) -> list[str]:
@@ -121,8 +105,8 @@ def target_text(
     if cal.move_overhead:
         lines += ["", "% Cost of one move that copies, per destination level (calibrated):"]
         lines += [" ".join(f"tgt_move_overhead({lv.lower()}, {c})." for lv, c in sorted(cal.move_overhead.items()))]
-    lines += ["", "% avx2/machine.lp without tgt_name, tgt_level, tgt_loop_overhead and tgt_move_overhead:"]
-    lines += kept_rules(BASE / "machine.lp")
+    lines += ["", "% avx2/machine.lp and isa.lp without tgt_name, tgt_level, tgt_loop_overhead and tgt_move_overhead:"]
+    lines += kept_rules(BASE / "machine.lp") + kept_rules(BASE / "isa.lp")
     lines += ["", "% avx2/kernels.lp without kernel_cost (applicability unchanged):"]
     lines += kept_rules(BASE / "kernels.lp")
     lines += ["", "% Calibrated kernel costs: Fixed + PerUnit * kernel_units (1 ps units)."]

@@ -7,11 +7,13 @@ target written with rules (e.g. levels derived from other facts) works as well.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import clingo
 
+from morello_asp import native
 from morello_asp.encodings import DIR
 from morello_asp.errors import RuleError, TargetError
 from morello_asp.kinds import builtin_files
@@ -165,14 +167,26 @@ def installed_targets() -> tuple[dict[str, Path], dict[str, list[str]]]:
     return entries, includes
 
 
+NATIVE = "native"  # the host's target, written by morello_asp/native.py
+TARGET_ENV = "MORELLO_ASP_TARGET"  # names the default target (a name or a path); unset: native
+
+
+def default_target() -> str:
+    """The target used where none is named (the CLI, the Python API, the benchmarks):
+    $MORELLO_ASP_TARGET, else native."""
+    return os.environ.get(TARGET_ENV, "").strip() or NATIVE
+
+
 def target_entry(name_or_path: str | Path) -> Path:
+    if str(name_or_path) == NATIVE:
+        return native.entry()
     p = Path(name_or_path)
     if p.suffix == ".lp" and p.exists():
         return p.resolve()
     cand = ENCODINGS / "targets" / f"{name_or_path}.lp"
     if cand.exists():
         return cand  # an include file (no levels) is named as one when it is loaded
-    known = ", ".join(installed_targets()[0])
+    known = ", ".join([NATIVE, *installed_targets()[0]])
     raise TargetError(f"unknown target {name_or_path!r}; known targets: {known} (or pass a path to a .lp file)")
 
 
@@ -183,7 +197,8 @@ def not_a_target(entry: Path) -> str | None:
     if entry.stem not in includes:
         return None
     by = ", ".join(includes[entry.stem]) or "none"
-    return f"{entry.stem} is not a target but a file targets include ({by}); known targets: {', '.join(entries)}"
+    known = ", ".join([NATIVE, *entries])
+    return f"{entry.stem} is not a target but a file targets include ({by}); known targets: {known}"
 
 
 # Optional rule sets that the default rules have absorbed, and what replaced them.
@@ -274,12 +289,19 @@ def load_target_file(entry: Path, extra: tuple[Path, ...] = ()) -> Target:
     )
 
 
-DEFAULT_TARGET = "avx2"
-
-
-def get_target(name_or_path: str | Path = DEFAULT_TARGET, extra: tuple[str, ...] = ()) -> Target:
-    """The target by name or entry file, with extra fact files; one object per set of files."""
-    return _load(str(target_entry(name_or_path)), tuple(str(Path(e).resolve()) for e in extra))
+def get_target(name_or_path: str | Path | None = None, extra: tuple[str, ...] = ()) -> Target:
+    """The target by name or entry file (None: the default target), with extra fact
+    files; one object per set of files."""
+    if name_or_path is None:
+        try:
+            entry = target_entry(default_target())
+        except TargetError as e:
+            if os.environ.get(TARGET_ENV, "").strip():
+                raise TargetError(f"{TARGET_ENV}={os.environ[TARGET_ENV]!r}: {e}") from None
+            raise
+    else:
+        entry = target_entry(name_or_path)
+    return _load(str(entry), tuple(str(Path(e).resolve()) for e in extra))
 
 
 @functools.cache
@@ -300,7 +322,7 @@ def as_target(t: str | Path | Target | None) -> Target:
     """A Target from a name, a path to its entry file, or a Target (None: the default)."""
     if isinstance(t, Target):
         return t
-    return get_target(str(t) if t is not None else DEFAULT_TARGET)
+    return get_target(str(t) if t is not None else None)
 
 
 def engine_files(target, rules) -> list[Path]:

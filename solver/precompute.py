@@ -53,6 +53,7 @@ from morello_asp.dtypes import Dtype
 from morello_asp.errors import InputError, MorelloError
 from morello_asp.kinds import all_kinds, kind
 from morello_asp.layout import Layout
+from morello_asp.serialize import target_ref
 from morello_asp.solver import interrupt
 from morello_asp.solver import precompute_exec as ex
 from morello_asp.solver.coords import NOPAX
@@ -499,9 +500,8 @@ def precompute(
             staged[task] = blob
         validator = Validator(levels, tgt.max_limits(), logic, max_dim, tgt)
         ex = make_executor(executor, workers)
-        cfg = {"protocol": PROTOCOL, "target": str(target or tgt.name), "rules": rule_payload(rules)}
-        if target is not None and not isinstance(target, str):
-            cfg["target"] = str(tgt.files[0])
+        # a shipped target by name, any other (native, a user's) by its entry file's path
+        cfg = {"protocol": PROTOCOL, "target": target_ref(tgt), "rules": rule_payload(rules)}
         ex.start(cfg, lambda: table_rows(con))
         report.workers = ex.workers
         report.executor = ex.name

@@ -1,0 +1,324 @@
+"""The native target: a target fact file written for the host, the default target.
+
+`archspec` names the host's microarchitecture and its features; sysfs gives its caches
+(size, ways, sets, line size, which CPUs share each) and the cores this process may use.
+From the features comes the instruction set whose files the target includes (the first
+of `ISAS` whose features the CPU has; NEON on aarch64; else plain scalar C, said in one
+line on stderr). The machine is the ISA's own model machine (`targets/<isa>/machine.lp`)
+with the host's numbers in place of the model's: the first cache level's capacity in
+lines, its ways and sets (rules/aliasing.lp), the line size and the threads; how
+programs are built and run is the defaults' (gcc, in process), since they run here.
+
+The file is written into the user's cache directory (`native/`), named by
+microarchitecture and the hash of its text, so hosts with the same microarchitecture,
+caches and cores write the same file and share memo tables (whose key is the hash of
+the logic files). It is an ordinary target: a user may copy it, edit it and pass the
+copy with `--target PATH`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import clingo
+import clingo.ast as cast
+
+from morello_asp.encodings import DIR
+from morello_asp.errors import TargetError
+from morello_asp.user_cache import keep, user_cache_dir
+
+TARGETS = DIR / "targets"
+SYSFS = Path("/sys/devices/system/cpu")
+# Instruction sets whose files the native target may include, best first, each with the
+# CPU features (archspec's names) it needs; the name is the folder of its files and its
+# shipped entry file (targets/avx512.lp).
+ISAS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("avx512", ("avx512f", "avx512bw", "avx512vl", "avx512dq")),
+    ("avx2", ("avx2", "fma")),
+)
+NEON = ("neon", "aarch64")  # the ISA of an aarch64 CPU (archspec's family name)
+SCALAR = "scalar"  # plain C, where no other ISA serves the CPU (targets/scalar.lp, c_scalar.lp)
+# The facts of an ISA's model machine the host's numbers replace (the first cache level's
+# tgt_level/6, tgt_cache_ways/2 and tgt_cache_sets/2 too), and how the model's programs
+# are built and run (a cross compiler, an emulator): native programs run here.
+REPLACED = frozenset({"tgt_name", "tgt_threads", "tgt_line_bytes"})
+BUILD = frozenset({"tgt_c_compiler", "tgt_c_flag", "tgt_run_mode", "tgt_run_emulator"})
+CACHE_FACTS = frozenset({"tgt_level", "tgt_cache_ways", "tgt_cache_sets"})
+
+
+@dataclass(frozen=True)
+class Cache:
+    """One cache of the host, as sysfs describes it (cpu*/cache/index*)."""
+
+    level: int
+    type: str  # Data, Instruction or Unified
+    size: int  # bytes
+    ways: int
+    sets: int
+    line: int  # bytes
+    shared_by: int  # CPUs sharing one copy
+
+    def text(self) -> str:
+        size = f"{self.size // 2**20} MiB" if self.size % 2**20 == 0 else f"{self.size // 1024} KiB"
+        share = "private" if self.shared_by <= 1 else f"shared by {self.shared_by} CPUs"
+        shape = f"{self.ways}-way, {self.sets} sets, {self.line}-byte lines"
+        return f"L{self.level} {self.type.lower()} {size}, {shape}, {share}"
+
+
+@dataclass(frozen=True)
+class Host:
+    """What the native target is made from."""
+
+    microarch: str  # archspec's name: zen4, skylake_avx512, x86_64_v4, neoverse_n1, ...
+    vendor: str
+    family: str  # x86_64, aarch64, ...
+    features: frozenset[str]
+    caches: tuple[Cache, ...]
+    cores: int  # cores this process may use
+
+    def data_cache(self, level: int) -> Cache | None:
+        return next((c for c in self.caches if c.level == level and c.type in ("Data", "Unified")), None)
+
+    @property
+    def isa(self) -> str:
+        """The instruction set whose files serve this CPU."""
+        for isa, needs in ISAS:
+            if all(f in self.features for f in needs):
+                return isa
+        if self.family == NEON[1]:
+            return NEON[0]
+        return SCALAR
+
+    @property
+    def isa_reason(self) -> str:
+        for isa, needs in ISAS:
+            if isa == self.isa:
+                return f"the CPU has {', '.join(needs)}"
+        if self.isa == NEON[0]:
+            return f"an {NEON[1]} CPU"
+        best = ISAS[-1]
+        return f"no ISA file serves it ({best[0]} needs {', '.join(best[1])})"
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def cpu_list(text: str) -> set[int]:
+    """A sysfs CPU list ("0-3,8,10-11") as a set."""
+    out: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def _size(text: str) -> int:
+    m = re.fullmatch(r"(\d+)\s*([KMG]?)", text.strip(), re.I)
+    if not m:
+        raise ValueError(text)
+    return int(m.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2).upper()]
+
+
+def read_caches(sysfs: Path, cpu: int) -> tuple[Cache, ...]:
+    """The caches CPU `cpu` sees (sysfs cpu<N>/cache/index*); none where sysfs says nothing."""
+    out = []
+    for d in sorted((sysfs / f"cpu{cpu}" / "cache").glob("index*")):
+        try:
+            level, kind = int(_read(d / "level") or ""), _read(d / "type") or ""
+            size, ways = _size(_read(d / "size") or ""), int(_read(d / "ways_of_associativity") or "")
+            line = int(_read(d / "coherency_line_size") or "")
+        except ValueError:
+            continue  # an entry sysfs leaves incomplete (some virtual machines do): not a cache we can model
+        sets_text = _read(d / "number_of_sets")
+        sets = int(sets_text) if sets_text and sets_text.isdigit() else size // max(1, ways * line)
+        shared = cpu_list(_read(d / "shared_cpu_list") or str(cpu))
+        out.append(Cache(level, kind, size, ways, sets, line, max(1, len(shared))))
+    return tuple(sorted(out, key=lambda c: (c.level, c.type)))
+
+
+def count_cores(sysfs: Path, cpus: Iterable[int]) -> int:
+    """Physical cores among `cpus` (SMT siblings count once; sysfs topology), or the
+    number of CPUs where sysfs has no topology."""
+    cores = set()
+    for c in cpus:
+        top = sysfs / f"cpu{c}" / "topology"
+        core, pkg = _read(top / "core_id"), _read(top / "physical_package_id")
+        cores.add((pkg, core) if core is not None else ("cpu", c))
+    return max(1, len(cores))
+
+
+def detect(sysfs: Path = SYSFS, cpu: Any = None, cpus: Iterable[int] | None = None) -> Host:
+    """The host: `cpu` is archspec's answer (archspec.cpu.host() when None), `cpus` the
+    CPUs this process may run on (os.sched_getaffinity when None)."""
+    if cpu is None:
+        import archspec.cpu  # only where the native target is made: its database takes a while to load
+
+        cpu = archspec.cpu.host()
+    allowed = sorted(os.sched_getaffinity(0) if cpus is None else cpus) or [0]
+    return Host(
+        microarch=str(cpu.name),
+        vendor=str(cpu.vendor),
+        family=str(getattr(cpu.family, "name", cpu.family)),
+        features=frozenset(str(f) for f in cpu.features),
+        caches=read_caches(sysfs, allowed[0]),
+        cores=count_cores(sysfs, allowed),
+    )
+
+
+def _head(stmt) -> tuple[str, str] | None:
+    """(name, first argument) of a rule's head atom, None for anything else."""
+    if stmt.ast_type != cast.ASTType.Rule or stmt.head.ast_type != cast.ASTType.Literal:
+        return None
+    atom = stmt.head.atom
+    sym = getattr(atom, "symbol", None)
+    if sym is None:
+        return None
+    args = getattr(sym, "arguments", None) or ()
+    return getattr(sym, "name", ""), str(args[0]) if args else ""
+
+
+def rules_except(path: Path, drop: Callable[[str, str], bool]) -> list[str]:
+    """The rules of a logic file (read with clingo's parser, one per line) but those whose
+    head `drop(name, first argument)` refuses; comments and directives are left out."""
+    out: list[str] = []
+
+    def visit(stmt) -> None:
+        head = _head(stmt)
+        if stmt.ast_type == cast.ASTType.Rule and not (head and drop(*head)):
+            out.append(str(stmt))
+
+    cast.parse_files([str(path)], visit)
+    return out
+
+
+def _levels(machine: Path) -> list[tuple]:
+    """The tgt_level/6 atoms a machine file derives: (name, index, capacity, unit, weight, kind)."""
+    ctl = clingo.Control(["--warn=none"])
+    ctl.load(str(machine))
+    ctl.ground([("base", [])])
+    rows = []
+    for a in ctl.symbolic_atoms.by_signature("tgt_level", 6):
+        n, i, cap, u, w, k = a.symbol.arguments
+        rows.append((str(n), i.number, cap.number, str(u), w.number, str(k)))
+    return sorted(rows, key=lambda r: r[1])
+
+
+_INCLUDE = re.compile(r'^\s*#include\s+"([^"]+)"\s*\.', re.M)
+
+
+def isa_files(isa: str) -> list[Path]:
+    """The files the ISA's shipped entry file includes but its model machine."""
+    entry = TARGETS / f"{isa}.lp"
+    return [(entry.parent / f).resolve() for f in _INCLUDE.findall(entry.read_text()) if f != f"{isa}/machine.lp"]
+
+
+def target_name(host: Host) -> str:
+    return "native_" + re.sub(r"[^a-z0-9_]", "_", host.microarch.lower())
+
+
+def target_text(host: Host) -> str:
+    """The fact file of the native target for `host`."""
+    isa = host.isa
+    machine = TARGETS / isa / "machine.lp"
+    l1 = host.data_cache(1)
+    first_cache = next((r for r in _levels(machine) if r[5] == "cache"), None)
+    mine = l1 is not None and first_cache is not None
+
+    def drop(name: str, arg: str) -> bool:
+        return (
+            name in REPLACED
+            or name in BUILD
+            or (mine and name in CACHE_FACTS and first_cache is not None and arg == first_cache[0])
+        )
+
+    lines = [
+        "% The native target of a host, written by morello-asp (morello_asp/native.py) from what",
+        "% it detected. An ordinary target: copy it, edit it and pass the copy with --target PATH.",
+        f"% Microarchitecture {host.microarch} (archspec; vendor {host.vendor}, family {host.family}).",
+        f"% Instruction set {isa}: {host.isa_reason}.",
+        f"% {host.cores} core{'s' if host.cores != 1 else ''} this process may use.",
+        "% Caches (sysfs):" if host.caches else "% Caches: sysfs describes none; the model machine's are kept.",
+        *(f"%   {c.text()}" for c in host.caches),
+        "",
+        f"tgt_name({target_name(host)}).",
+        f"tgt_threads({host.cores}).",
+    ]
+    line = l1.line if l1 is not None else 64
+    lines.append(f"tgt_line_bytes({line}).")
+    if mine and l1 is not None and first_cache is not None:
+        name, index, _, unit, weight, kind = first_cache
+        lines += [
+            "",
+            f"% The first cache level: the host's L1 data cache, {l1.size // l1.line} lines of {l1.line} bytes.",
+            f"tgt_level({name}, {index}, {l1.size // l1.line}, {unit}, {weight}, {kind}).",
+            f"tgt_cache_ways({name}, {l1.ways}). tgt_cache_sets({name}, {l1.sets}).",
+        ]
+    lines += ["", f"% The rest of {isa}/machine.lp, the model machine:"]
+    lines += rules_except(machine, drop)
+    lines += ["", f"% The instruction set: {isa}.lp's files but its model machine."]
+    lines += [f'#include "{f}".' for f in isa_files(isa)]
+    return "\n".join(lines) + "\n"
+
+
+def write_target(host: Host, directory: Path | None = None) -> Path:
+    """The native target's file for `host`, written into `directory` (the user's cache
+    directory's native/ by default) unless it is there already."""
+    text = target_text(host)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    path = (
+        directory or user_cache_dir() / "native"
+    ) / f"native-{re.sub(r'[^A-Za-z0-9_.-]', '_', host.microarch)}-{digest}.lp"
+    if _read(path) != text.strip():
+        keep(path, text)
+    if _read(path) != text.strip():
+        raise TargetError(
+            f"cannot write the native target's file {path}: set MORELLO_ASP_CACHE to a writable directory, "
+            "or name a target with --target"
+        )
+    return path
+
+
+@functools.cache
+def host() -> Host:
+    return detect()
+
+
+@functools.cache
+def entry() -> Path:
+    """The native target's file for this host, written on first use in the process; a
+    CPU no ISA file serves falls back to scalar C, said in one line on stderr."""
+    h = host()
+    if h.isa == SCALAR:
+        print(
+            f"morello-asp: native target: {h.isa_reason} ({h.microarch}, {h.family}); using scalar C",
+            file=sys.stderr,
+        )
+    return write_target(h)
+
+
+def describe(h: Host, path: Path | None) -> list[str]:
+    """What `morello-asp targets` says of the native target."""
+    out = [
+        f"microarchitecture {h.microarch} (archspec; vendor {h.vendor}, family {h.family})",
+        f"instruction set {h.isa}: {h.isa_reason}",
+        f"{h.cores} core{'s' if h.cores != 1 else ''} this process may use",
+        *(c.text() for c in h.caches),
+    ]
+    if path is not None:
+        out.append(f"file {path}")
+    return out
