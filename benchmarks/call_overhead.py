@@ -24,15 +24,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import statistics
 import sys
 
-os.environ["OPENBLAS_NUM_THREADS"] = "1"  # must precede numpy's import
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-if "--hold-back" not in sys.argv:
-    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
-        os.environ.pop(var, None)
+from host import HOLD_BACK_HELP, full_isa, libraries, title
+
+full_isa(sys.argv)  # must precede numpy's import
 
 import numpy as np  # noqa: E402
 from timing import status  # noqa: E402
@@ -46,22 +43,6 @@ from morello_asp.synthesis import synthesize  # noqa: E402
 DEFAULT_SIZES = [8, 16, 32, 64, 128, 256, 512, 1024]
 DEFAULT_SPECS = ["Softmax1(128x1024, f32)", "Conv(1x16x16x18x18x3x3, f32)"]
 COLUMNS = ["C loop", "C @16", "fn(a,b)", "fn aligned", "fn out="]
-
-
-def cpu_name() -> str:
-    """The model name, with family and model numbers (a VM may call a Zen 5 "AMD EPYC")."""
-    fields: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                fields.setdefault(key.strip(), value.strip())
-                if not line.strip():
-                    break
-    except OSError:
-        return "unknown CPU"
-    name = fields.get("model name", "unknown CPU")
-    return f"{name} (family {fields.get('cpu family', '?')} model {fields.get('model', '?')})"
 
 
 def blas_kernel() -> str:
@@ -160,20 +141,19 @@ def plot(path: str, rows: dict[str, dict[str, float]]) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="the cost of a call from Python, beside numpy's")
-    ap.add_argument("--target", help="target name or entry file (default: the spec language's default)")
+    ap.add_argument("--target", help="target name or entry file (default: native, or $MORELLO_ASP_TARGET)")
     ap.add_argument("--sizes", type=int, nargs="*", default=DEFAULT_SIZES, help="f32 Matmul NxNxN sizes")
     ap.add_argument("--specs", nargs="*", default=DEFAULT_SPECS, help="other specs (a softmax, a conv)")
     ap.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds per spec")
     ap.add_argument("--db", help="memo table (default: the user's default table)")
     ap.add_argument("--plot", help="write a bar chart of both ratios to this PNG")
-    ap.add_argument("--hold-back", action="store_true", help="keep OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE as set")
+    ap.add_argument("--hold-back", action="store_true", help=HOLD_BACK_HELP)
     args = ap.parse_args(argv)
     texts = [f"Matmul({n}x{n}x{n}, f32)" for n in args.sizes] + list(args.specs)
     rows = {t: measure(t, args.target, args.db, args.rounds) for t in texts}
-    target = parse_spec(texts[0], args.target).target.name if texts else args.target
     print(
-        f"{datetime.date.today()}, {cpu_name()}, target {target}; numpy {np.__version__} "
-        f"on one thread ({blas_kernel()}); medians of {args.rounds} interleaved rounds"
+        f"{datetime.date.today()}, {title(args.target)}; numpy {np.__version__} "
+        f"on one thread ({blas_kernel()}; {libraries()}); medians of {args.rounds} interleaved rounds"
     )
     print("\n".join(table(rows)))
     if args.plot:

@@ -13,13 +13,15 @@ Tensors are channels-last (image and output [0, 2, 3, 1], filters [2, 3, 1, 0]) 
 three. Ratios of medians over rounds measured back to back are what to read: the machine
 is shared.
 
-The baselines use the same vector ISA as the target: for avx2 (the default) on a CPU with
-AVX-512, OpenBLAS, oneDNN and MKL (torch's 1x1 convolutions are MKL matmuls) are held to
-AVX2 (OPENBLAS_CORETYPE=Haswell, ONEDNN_MAX_CPU_ISA=AVX2, MKL_ENABLE_INSTRUCTIONS=AVX2,
-unless set already); `--target avx512` leaves them free. The table names the ISA.
+The default target is native (this machine's), and the baselines run at the full ISA
+of the CPU, as a user's would (benchmarks/host.py). `--hold-back` keeps the variables
+that hold them back as set, and with `--target avx2` holds OpenBLAS, oneDNN and MKL
+(torch's 1x1 convolutions are MKL matmuls) to AVX2 (OPENBLAS_CORETYPE=Haswell,
+ONEDNN_MAX_CPU_ISA=AVX2, MKL_ENABLE_INSTRUCTIONS=AVX2, unless set already). The table
+names the target, the CPU and the libraries' ISA.
 
     python benchmarks/conv.py [--suite resnet|small] [--only SHAPE ...] [--target avx512]
-                              [--mode guided] [--plot conv.png]
+                              [--mode guided] [--plot conv.png] [--hold-back]
 """
 
 from __future__ import annotations
@@ -28,17 +30,15 @@ import argparse
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+from host import HOLD_BACK_HELP, full_isa, libraries, title
 
 
-def _target_arg(argv: list[str]) -> str:
+def _target_arg(argv: list[str]) -> str | None:
     """--target's value, read before numpy and torch are imported (they read the ISA
     variables when they load)."""
     for i, a in enumerate(argv):
@@ -46,13 +46,12 @@ def _target_arg(argv: list[str]) -> str:
             return argv[i + 1]
         if a.startswith("--target="):
             return a.split("=", 1)[1]
-    return "avx2"
+    return None
 
 
+# --hold-back with --target avx2 holds the baselines to AVX2, the target's ISA
 BASELINE_ISA = {"OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
-if _target_arg(sys.argv[1:]) == "avx2":
-    for _k, _v in BASELINE_ISA.items():
-        os.environ.setdefault(_k, _v)
+full_isa(sys.argv, BASELINE_ISA if _target_arg(sys.argv[1:]) == "avx2" else None)  # before numpy and torch
 
 import numpy as np  # noqa: E402
 
@@ -60,6 +59,7 @@ from morello_asp import parse_spec  # noqa: E402
 from morello_asp.codegen.baseline import time_python  # noqa: E402
 from morello_asp.guides import guided, hand_rewrites  # noqa: E402
 from morello_asp.synthesis import synthesize, synthesize_all  # noqa: E402
+from morello_asp.target import as_target  # noqa: E402
 
 DEFAULT_DB = Path(__file__).resolve().parent / ".conv.db"
 LAST = "(f32, GL, [0, 2, 3, 1]), (f32, GL, [2, 3, 1, 0]), (f32, GL, [0, 2, 3, 1])"
@@ -107,7 +107,7 @@ class Row:
     vs_torch: float | None
 
 
-def build(layer: Layer, db, target: str = "avx2"):
+def build(layer: Layer, db, target: str | None = None):
     t0 = time.perf_counter()
     spec = parse_spec(layer.spec_text, target)
     if layer.mode == "synthesized":
@@ -163,7 +163,7 @@ def time_layer(fn, layer: Layer, rounds: int):
     return med(ours), med(ref), (med(tor) if tor else None), med(r1), (med(r2) if r2 else None)
 
 
-def run(layers, db, rounds, log=print, target: str = "avx2") -> list[Row]:
+def run(layers, db, rounds, log=print, target: str | None = None) -> list[Row]:
     rows = []
     for layer in layers:
         log(f"[{layer.shape}] {layer.mode} ...")
@@ -178,26 +178,10 @@ def run(layers, db, rounds, log=print, target: str = "avx2") -> list[Row]:
     return rows
 
 
-def cpu_name() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    except OSError:
-        return "unknown CPU"
-    for line in out.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
-
-
-def baseline_isa() -> str:
-    held = [f"{k}={os.environ[k]}" for k in BASELINE_ISA if k in os.environ]
-    return "baselines held to " + ", ".join(held) if held else "baselines use every ISA the CPU has"
-
-
-def print_table(rows: list[Row], target: str = "avx2") -> None:
+def print_table(rows: list[Row], target: str | None = None) -> None:
     print(
-        f"f32 convolution, batch 1, one thread, channels-last, target {target}; {cpu_name()}; "
-        f"{baseline_isa()}; load {os.getloadavg()[0]:.1f}"
+        f"f32 convolution, batch 1, one thread, channels-last, {title(target)}; "
+        f"{libraries()}; load {os.getloadavg()[0]:.1f}"
     )
     print(
         f"{'b f c h w fh fw':>22} {'program':>12} {'by hand':>7} {'synth s':>8} {'GFLOP/s':>8} "
@@ -242,10 +226,11 @@ def plot(rows: list[Row], path: str) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--suite", choices=sorted(SUITES), default="resnet")
-    p.add_argument("--db", default=str(DEFAULT_DB), help="memo table shared by the layers (default: %(default)s)")
+    p.add_argument("--db", help=f"memo table shared by the layers (default: {DEFAULT_DB}, one per target)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--plot", help="write a bar chart to this file")
-    p.add_argument("--target", default="avx2", help="target to synthesize for (default: %(default)s)")
+    p.add_argument("--target", default=None, help="target to synthesize for (default: native, this machine's)")
+    p.add_argument("--hold-back", action="store_true", help=HOLD_BACK_HELP + "; with --target avx2, AVX2")
     p.add_argument(
         "--only", nargs="+", metavar="SHAPE", help="only these layers of the suite, e.g. 1x256x256x14x14x3x3"
     )
@@ -263,7 +248,9 @@ def main(argv=None) -> int:
             return 2
         layers = [x for x in layers if x.shape in args.only]
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
-    rows = run(layers, args.db, args.rounds, log=log, target=args.target)
+    name = as_target(args.target).name
+    db = args.db or str(DEFAULT_DB if name == "avx2" else DEFAULT_DB.with_name(f".conv-{name}.db"))
+    rows = run(layers, db, args.rounds, log=log, target=args.target)
     print_table(rows, args.target)
     if args.plot:
         plot(rows, args.plot)

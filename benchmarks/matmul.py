@@ -11,8 +11,9 @@ register count, `morello_asp.recipes.register_block`). Where this machine cannot
 the target's programs (a CPU flag it lacks, a missing emulator), they are still
 synthesized and compiled with the target's compiler, and one line says why they are not
 run (exit 0). A target whose programs run under an emulator is checked against numpy
-and not timed (no speed claims from an emulator). For AVX-512, leave OPENBLAS_CORETYPE
-unset so numpy uses OpenBLAS's AVX-512 kernels.
+and not timed (no speed claims from an emulator). The default target is native (this
+machine's; $MORELLO_ASP_TARGET names another), and numpy runs at the full ISA of the CPU
+(benchmarks/host.py: OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE removed) unless --hold-back.
 
 Each table also gives both sides as a share of one core's f32 FMA peak with the target's
 vectors, measured in the same run (independent FMA chains, `timing.fma_peak_gflops`):
@@ -26,8 +27,9 @@ import os
 import sys
 from pathlib import Path
 
-os.environ["OPENBLAS_NUM_THREADS"] = "1"  # must precede numpy's import
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+from host import HOLD_BACK_HELP, full_isa, libraries, title
+
+full_isa(sys.argv)  # must precede numpy's import
 
 import numpy as np  # noqa: E402
 from timing import fma_peak_gflops, peak_line  # noqa: E402
@@ -37,6 +39,7 @@ from morello_asp.codegen.ctarget import get_ctarget  # noqa: E402
 from morello_asp.codegen.standalone import build_executable  # noqa: E402
 from morello_asp.errors import ScheduleError  # noqa: E402
 from morello_asp.recipes import fast_matmul, register_block  # noqa: E402
+from morello_asp.target import as_target, default_target  # noqa: E402
 
 
 def why_not_timed(target: str) -> str:
@@ -105,10 +108,13 @@ def main(argv=None) -> int:
         help="also compare the synthesized n^3 program with the hand recipe (default n = 64)",
     )
     ap.add_argument("--plot", help="write a bar chart to this PNG")
-    ap.add_argument("--target", default="avx2", help="target name or entry file (default avx2)")
+    ap.add_argument("--target", default=None, help="target name or entry file (default: native, this machine's)")
+    ap.add_argument("--hold-back", action="store_true", help=HOLD_BACK_HELP)
     args = ap.parse_args(argv)
+    args.target = args.target or default_target()
     core = os.environ.get("OPENBLAS_CORETYPE", "auto-detected")
     blk = register_block(args.target)
+    print(f"{title(args.target)}; {libraries()}", flush=True)
     print(
         f"target {args.target}: {blk.rows} x {blk.cols} f32 register block "
         f"({blk.lanes}-lane vectors, {get_ctarget(args.target).target.vector_levels[0].capacity} registers)",
@@ -147,7 +153,7 @@ def main(argv=None) -> int:
         return 0
     rows = run(args.sizes, target=args.target)
     print(
-        f"f32 Matmul NxNxN, single thread, target {args.target}; numpy = OpenBLAS with OPENBLAS_CORETYPE={core}"
+        f"f32 Matmul NxNxN, single thread, {title(args.target)}; numpy = OpenBLAS with OPENBLAS_CORETYPE={core}"
         f"{' (Haswell: AVX2 kernels)' if core.lower() == 'haswell' else ''}"
     )
     peak = fma_peak_gflops(args.target)
@@ -179,7 +185,8 @@ def suite_main(args, core: str) -> int:
             raise SystemExit(f"--only {' '.join(args.only)}: no such size in suite {args.suite}")
     # a table is tied to its logic files, so each rule set gets its own default table
     # (and to its target)
-    tag = "".join(f"-{Path(r).stem}" for r in [*args.rules, *([args.target] if args.target != "avx2" else [])])
+    name = as_target(args.target).name
+    tag = "".join(f"-{Path(r).stem}" for r in [*args.rules, *([name] if name != "avx2" else [])])
     default = ms.DEFAULT_DB.with_name(".suite" + tag + ".db")
     db = args.db or str(default)
     print(f"memo table: {db}; extra rules: {', '.join(args.rules) or 'none'}", flush=True)

@@ -13,7 +13,9 @@ the same two specs synthesized separately (Matmul, then Softmax2 on its output) 
 one after the other: what fusing them buys, measured. With --search-fused, softmax(A @ B)
 is also synthesized from the Compose spec alone (no guide; rule set fuse_in_cache) and
 timed as "searched". Times are medians; the table
-gives ratios, other contender's time over ours (> 1: ours is faster), and names the CPU.
+gives ratios, other contender's time over ours (> 1: ours is faster), and names the
+target (default native, this machine's; --target names another) and the CPU. numpy and
+torch run at the full ISA of the CPU unless --hold-back (benchmarks/host.py).
 """
 
 from __future__ import annotations
@@ -21,17 +23,18 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-os.environ["OPENBLAS_NUM_THREADS"] = "1"  # must precede numpy's import
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("MKL_NUM_THREADS", "1")
+from host import HOLD_BACK_HELP, cpu_name, full_isa, libraries, title
+
+full_isa(sys.argv)  # must precede numpy's and torch's imports
 
 import numpy as np  # noqa: E402
+
+from morello_asp.target import as_target  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -61,18 +64,6 @@ SUITES = {
     # softmax(A @ B) small enough to synthesize from the Compose spec alone (--search-fused)
     "search": [Case("softmax16x16x128", 16, 128, 16), Case("softmax32x16x256", 32, 256, 16)],
 }
-
-
-def cpu_name() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown CPU"
-    fields = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.splitlines() if ":" in line)}
-    name = fields.get("Model name", "unknown CPU")
-    fam = f" (family {fields['CPU family']} model {fields.get('Model', '?')})" if "CPU family" in fields else ""
-    l1 = fields.get("L1d cache", "")
-    return f"{name}{fam}{f', L1d {l1}' if l1 else ''}"
 
 
 def load_average() -> str:
@@ -247,7 +238,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="softmax: morello-asp vs numpy and torch, single-threaded")
     ap.add_argument("--suite", choices=sorted(SUITES), default="standard")
     ap.add_argument("--only", nargs="+", metavar="LABEL", help="cases to run, e.g. 128x1024 softmax128x64x1024")
-    ap.add_argument("--db", default=os.path.join(os.path.dirname(__file__), ".softmax.db"), help="memo table")
+    ap.add_argument("--db", help="memo table (default: benchmarks/.softmax.db, one per target)")
+    ap.add_argument("--target", help="target name or entry file (default: native, this machine's)")
+    ap.add_argument("--hold-back", action="store_true", help=HOLD_BACK_HELP)
     ap.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds")
     ap.add_argument("--no-torch", action="store_true", help="compare with numpy only")
     ap.add_argument("--plot", help="write a bar chart of the ratios to this PNG")
@@ -263,6 +256,11 @@ def main(argv=None) -> int:
         help="also synthesize softmax(A @ B) from the Compose spec alone (rule set fuse_in_cache) and time it",
     )
     args = ap.parse_args(argv)
+    if args.target:
+        os.environ["MORELLO_ASP_TARGET"] = args.target  # the default target of every synthesis below
+    name = as_target(None).name
+    default_db = os.path.join(os.path.dirname(__file__), ".softmax.db" if name == "avx2" else f".softmax-{name}.db")
+    args.db = args.db or default_db
     cases = SUITES[args.suite]
     if args.only:
         cases = list({c.label: c for v in SUITES.values() for c in v if c.label in set(args.only)}.values())
@@ -281,7 +279,7 @@ def main(argv=None) -> int:
     def log(t):
         print(t, file=sys.stderr, flush=True)
 
-    print(f"CPU: {cpu_name()}; one thread each; median of {args.rounds} interleaved rounds", flush=True)
+    print(f"{title()}; {libraries()}; one thread each; median of {args.rounds} interleaved rounds", flush=True)
     head = f"{'case':>20} {'ours':>11} {'numpy/ours':>10}"
     head += f" {'torch/ours':>10}" if use_torch else ""
     head += f" {'separate/ours':>13}"
