@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from morello_asp.solver.cli_db import stats
+from morello_asp.cli.db import stats
 
 SCRIPT = (
     "import sys; from morello_asp.synthesis import synthesize; print(synthesize(sys.argv[1], db=sys.argv[2]).cost.main)"

@@ -1,7 +1,7 @@
 """Backend: implementation tree -> C (AVX2) -> cffi module -> call on numpy arrays.
 
 The names below are imported on first use (PEP 562): every `morello-asp` command imports
-this package for its command-line module (codegen/cli.py), and numpy and cffi are a large
+this package for its command-line module (morello_asp/cli/programs.py), and numpy and cffi are a large
 part of a warm `query`, which uses neither. The reference semantics are the submodule
 `reference` (morello_asp.codegen.reference.reference)."""
 

@@ -17,7 +17,7 @@ import signal
 import sys
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
-EXIT_INTERRUPTED = 130  # the CLI's documented status (morello_asp/cli.py)
+EXIT_INTERRUPTED = 130  # the CLI's documented status (morello_asp/cli/main.py)
 
 
 def stop(signum, frame) -> None:

@@ -546,7 +546,7 @@ def test_closed_stdout_exits_quietly(good_db):
 
 
 def test_internal_error_is_one_line_exit_3_and_debug_shows_the_traceback(capsys, monkeypatch):
-    import morello_asp.cli_schedule as cs
+    import morello_asp.cli.schedule as cs
 
     def boom(args):
         raise ValueError("something impossible")

@@ -136,7 +136,7 @@ def test_zero_program_and_top_level_registers():
     fn = z.compile()
     out = np.ones((4, 8), dtype=np.int32)
     assert fn(out=out) is out and not out.any()
-    from morello_asp.cli_schedule import figure1
+    from morello_asp.cli.schedule import figure1
 
     assert_matches(figure1())
 

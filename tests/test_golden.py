@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from morello_asp.cli import main
-from morello_asp.cli_schedule import FIGURE1, figure1
+from morello_asp.cli.schedule import FIGURE1, figure1
 from morello_asp.serialize import load
 
 GOLDEN = Path(__file__).resolve().parent / "golden"

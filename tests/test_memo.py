@@ -121,7 +121,7 @@ def test_db_commands_round_trip(tmp_path):
     """export -> import -> compact keeps every answer; the imported table synthesizes the
     same program without search, and it runs correctly."""
     from morello_asp.cli import main
-    from morello_asp.solver.cli_db import stats
+    from morello_asp.cli.db import stats
     from morello_asp.synthesis import synthesize
 
     a, b, f = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "a.jsonl"

@@ -432,7 +432,7 @@ def test_a_merged_table_rebuilds_the_sources_programs_without_grounding(tmp_path
     """`db merge` carries each source's expansion cache over (its classes renumbered in the
     destination's key ids), so a program of a source is rebuilt from the merged table
     with no clingo call, and it is the source's program."""
-    from morello_asp.solver.cli_db import merge
+    from morello_asp.cli.db import merge
     from morello_asp.solver.dp import Search
     from morello_asp.solver.engine import Engine
     from morello_asp.solver.memo_db import open_memo

@@ -267,7 +267,7 @@ def test_an_unfinished_run_is_continued_only_with_resume(tmp_path):
 
 # --------------------------------------------------------------------------- merge
 def test_db_merge_combines_tables_and_refuses_other_rules(tables, tmp_path):
-    from morello_asp.solver.cli_db import merge
+    from morello_asp.cli.db import merge
     from morello_asp.solver.coords import from_coords
     from morello_asp.solver.memo import denormalize
     from morello_asp.solver.memo_db import SqliteMemo, decode_decision
@@ -344,7 +344,7 @@ def test_tables_are_identical_whatever_the_worker_count_or_grouping(tmp_path, re
     # one task per root: the same answers in another order
     r = run_cli("precompute", "--db", str(tmp_path / "b.db"), "--tasks-per-stage", "0", *GRID4)
     assert r.returncode == 0, r.stderr
-    from morello_asp.solver.cli_db import merge
+    from morello_asp.cli.db import merge
 
     n, before, after = merge(str(tmp_path / "b.db"), [str(tmp_path / "a.db")])
     assert after == before  # every decision of a was already in b

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from morello_asp import parse_spec
-from morello_asp.cli_schedule import figure1
+from morello_asp.cli.schedule import figure1
 from morello_asp.solver.dp import Search
 from morello_asp.solver.engine import get_engine
 from morello_asp.solver.memo import DictMemo, RectMemo

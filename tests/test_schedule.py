@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from morello_asp import ScheduleError, parse_spec
-from morello_asp.cli_schedule import FIGURE1, figure1
+from morello_asp.cli.schedule import FIGURE1, figure1
 from morello_asp.ir import Alloc, KernelApp, Loop, loop_regions
 from morello_asp.serialize import from_json, to_json
 

@@ -10,7 +10,7 @@ import pytest
 
 from morello_asp import Layout, parse_spec
 from morello_asp.cli import main
-from morello_asp.cli_schedule import figure1
+from morello_asp.cli.schedule import figure1
 from morello_asp.ir import Loop
 from morello_asp.serialize import save
 from morello_asp.solver.verify import prove_layout, verify

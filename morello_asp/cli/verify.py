@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from morello_asp.cli_args import add_rules_option, check_rules, program_file, shape
+from morello_asp.cli.args import add_rules_option, check_rules, program_file, shape
 from morello_asp.errors import InputError, MorelloError
+from morello_asp.layout import Layout, LayoutError
+from morello_asp.serialize import load_with_rules
 
 
 def _verify(args):
-    from morello_asp.layout import Layout, LayoutError
-    from morello_asp.solver.verify import prove_layout, verify
+    from morello_asp.solver.verify import (  # z3: loaded when this command runs, not for every command
+        prove_layout,
+        verify,
+    )
 
     if args.layout and args.program:
         raise InputError(
@@ -35,7 +39,6 @@ def _verify(args):
         return 0 if ob.status == "proved" else 1
     if not args.program:
         raise MorelloError("give a program JSON file, or --layout and --shape")
-    from morello_asp.serialize import load_with_rules
 
     imp, rules = load_with_rules(program_file(args.program))
     rules = rules + tuple(args.rules or ())

@@ -11,9 +11,22 @@ import zlib
 from collections import defaultdict
 from pathlib import Path
 
-from morello_asp.cli_args import add_rules_option, int_range, output_file
+from morello_asp.cli.args import add_rules_option, check_rules, int_range, output_file
 from morello_asp.errors import InputError, MemoError, MorelloError
-from morello_asp.solver.memo_db import SCHEMA_VERSION, _damaged, connect
+from morello_asp.solver.coords import from_coords
+from morello_asp.solver.engine import get_engine
+from morello_asp.solver.memo import RectMemo
+from morello_asp.solver.memo_db import (
+    EXPANSIONS_VERSION,
+    SCHEMA_VERSION,
+    SqliteMemo,
+    _damaged,
+    connect,
+    decode_decision,
+    encode_decision,
+    open_memo,
+    recorded_rules,
+)
 
 
 def _volume(lo, hi) -> int:
@@ -122,8 +135,6 @@ def export(path: str, out: str) -> int:
 
 def _read_jsonl(src: str) -> tuple[dict, list[tuple]]:
     """(meta, rows) of an exported table, every line checked before anything is written."""
-    from morello_asp.solver.coords import from_coords
-    from morello_asp.solver.memo_db import decode_decision
 
     p = Path(src)
     if p.is_dir():
@@ -211,8 +222,6 @@ def import_(path: str, src: str) -> int:
 
 def compact(path: str) -> tuple[int, int]:
     """Re-merge: replay every row in sequence order into a fresh RectMemo, rewrite the file."""
-    from morello_asp.solver.memo import RectMemo
-    from morello_asp.solver.memo_db import decode_decision, encode_decision
 
     con = _connect(path)
     meta = dict(_rows(path, con, "SELECT k, v FROM meta"))
@@ -255,7 +264,6 @@ def merge(dest: str, sources: list[str]) -> tuple[int, int, int]:
     priority. Refused, with the reason and nothing written, unless every table was
     built by the same schema, target, levels and logic files. Returns (rows read,
     rectangles before, rectangles after)."""
-    from morello_asp.solver.memo_db import SqliteMemo, decode_decision, recorded_rules
 
     read: list[tuple[str, dict, list]] = []
     for src in sources:
@@ -320,7 +328,6 @@ def _read_expansions(src: str, meta: dict) -> list[tuple[str, str, list]]:
     keys as text), for merge to number in the destination's ids: without it, a merged
     table answers the source's specs but grounds their classes again when it rebuilds a
     program. Empty for another format of the cache."""
-    from morello_asp.solver.memo_db import EXPANSIONS_VERSION
 
     if meta.get("expansions") != EXPANSIONS_VERSION:
         return []
@@ -342,16 +349,13 @@ def _read_expansions(src: str, meta: dict) -> list[tuple[str, str, list]]:
 
 def verify(path: str, rules=(), limit: int | None = None, quiet: bool = False) -> int:
     """Prove every box of the table (solver/verify_boxes.py); 1 if any claim is refuted."""
-    from morello_asp.solver.engine import get_engine
-    from morello_asp.solver.memo_db import open_memo
-    from morello_asp.solver.verify import verify_table
+    from morello_asp.solver.verify import verify_table  # z3: loaded when this command runs, not for every command
 
     con = _connect(path)
     try:
         meta = dict(_rows(path, con, "SELECT k, v FROM meta"))
     finally:
         con.close()
-    from morello_asp.cli_args import check_rules
 
     check_rules(meta.get("target", "avx2"), rules)
     engine = get_engine(meta.get("target", "avx2"), tuple(str(r) for r in rules))

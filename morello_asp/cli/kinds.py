@@ -3,12 +3,12 @@ user's --rules files add), with their dimensions, operands and semantics."""
 
 from __future__ import annotations
 
-from morello_asp.cli_args import add_rules_option, check_logic_inputs
+from morello_asp.cli.args import add_rules_option, check_logic_inputs
+from morello_asp.kinds import all_kinds, load
+from morello_asp.target import rule_file
 
 
 def _kinds(args) -> int:
-    from morello_asp.kinds import all_kinds, load
-    from morello_asp.target import rule_file
 
     check_logic_inputs(args)
     added = {k.name for k in load(rule_file(r) for r in args.rules or ())}

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import sys
 
-from morello_asp.cli_args import add_rules_option, check_logic_inputs, int_range
+from morello_asp.cli.args import add_rules_option, check_logic_inputs, int_range
+from morello_asp.solver.precompute import Grid, Progress, load_kinds, precompute
+from morello_asp.solver.precompute_exec import LocalExecutor, RayExecutor
 
 
 def _precompute(args) -> int:
-    from morello_asp.solver.precompute import Grid, Progress, load_kinds, precompute
-    from morello_asp.solver.precompute_exec import LocalExecutor, RayExecutor
 
     check_logic_inputs(args)
     load_kinds(args.target, args.rules or ())

@@ -7,13 +7,22 @@ import sys
 import time
 from pathlib import Path
 
-from morello_asp.cli_args import add_rules_option, check_logic_inputs, int_range, output_file
-from morello_asp.errors import MemoError, MorelloError
+from morello_asp.cli.args import add_rules_option, check_logic_inputs, int_range, output_file
+from morello_asp.codegen.baseline import numpy_expression, numpy_matmul_seconds, numpy_seconds, time_python
+from morello_asp.errors import CodegenError, MemoError, MorelloError
+from morello_asp.graph import compose_graph, write_graph
+from morello_asp.guides import guided, hand_rewrites
+from morello_asp.rewrites import family
+from morello_asp.serialize import save, to_json
+from morello_asp.solver.dp import Progress
+from morello_asp.solver.engine import get_engine
+from morello_asp.solver.memo_db import default_table
+from morello_asp.spec import parse_spec
+from morello_asp.synthesis import DEFAULT_TABLE, make_search
+from morello_asp.target import as_target
 
 
 def _search(args, progress: bool):
-    from morello_asp.solver.dp import Progress
-    from morello_asp.synthesis import DEFAULT_TABLE, make_search
 
     db = None if args.no_db else (args.db or DEFAULT_TABLE)
     return make_search(args.target, args.rules or (), db, Progress(enabled=None if progress else False))
@@ -25,7 +34,6 @@ def _table(search) -> Path | None:
 
 
 def _spec(args):
-    from morello_asp.spec import parse_spec
 
     check_logic_inputs(args)
     return parse_spec(args.spec, args.target, rules=args.rules)
@@ -70,7 +78,6 @@ def _lower(imp, args):
     template it cannot expand, ...) is then the one line, and no --out file is left that
     `run` would refuse. Returns (the compiled program for --run and --bench, the C text for
     --emit c); neither is made when not asked for (--out alone lowers to C to check)."""
-    from morello_asp.errors import CodegenError
 
     if args.standalone and args.emit != "c":
         raise MorelloError("--standalone needs --emit c")
@@ -91,7 +98,6 @@ def _lower(imp, args):
 
 
 def _emit(imp, args, c_text: str | None = None):
-    from morello_asp.serialize import save, to_json
 
     if args.emit == "c":
         print(c_text if c_text is not None else imp.to_c(args.rules or (), standalone=args.standalone))
@@ -115,8 +121,11 @@ def _run_and_bench(imp, args, fn):
         if not ok:
             return 1
     if args.bench:
-        from morello_asp.codegen.api import Program, bench_operands, per_call
-        from morello_asp.codegen.baseline import numpy_matmul_seconds, time_python
+        from morello_asp.codegen.api import (  # numpy, cffi: loaded when this command runs, not for every command
+            Program,
+            bench_operands,
+            per_call,
+        )
 
         r = fn.benchmark()
         spec = imp.spec
@@ -141,8 +150,6 @@ def _run_and_bench(imp, args, fn):
             return both + (f", through Python {t / call:.2f}" if call else "")
 
         if spec.kind not in ("Matmul", "MatmulAccum") and all(o.dtype.short == "f32" for o in spec.operands):
-            from morello_asp.codegen.baseline import numpy_expression, numpy_seconds
-
             t = numpy_seconds(spec, threads)
             if t is not None:
                 print(f"numpy: {per_call(t)}/iter ({numpy_expression(spec)}; BLAS threads: {threads or 'all'})")
@@ -165,8 +172,6 @@ def _synth(args):
     search = _search(args, not args.quiet)
     partial = None
     if args.guide:
-        from morello_asp.guides import guided, hand_rewrites
-
         partial = guided(spec, args.guide)
         if not args.quiet:
             print(
@@ -188,7 +193,7 @@ def _synth(args):
         )
     if args.verify:
         try:
-            from morello_asp.solver.verify import verify
+            from morello_asp.solver.verify import verify  # z3: loaded when this command runs, not for every command
         except ImportError as err:
             raise MorelloError(f"verification is not available: {err}") from None
         report = verify(imp, args.rules or ())
@@ -204,7 +209,6 @@ def _synth(args):
 
 def _graph(imp, path) -> None:
     """--graph: the program's dataflow, and a Compose's component graph beside it."""
-    from morello_asp.graph import compose_graph, write_graph
 
     imp.write_graph(path)
     if imp.spec.k.components is not None:
@@ -221,10 +225,6 @@ def _query(args):
         raise MemoError(f"no memo table at {args.db}: run `morello-asp synth SPEC --db {args.db}` first")
     spec = _spec(args)
     if not args.db:
-        from morello_asp.solver.engine import get_engine
-        from morello_asp.solver.memo_db import default_table
-        from morello_asp.target import as_target
-
         path = default_table(get_engine(as_target(args.target), tuple(str(r) for r in args.rules or ())))
         if path is None:
             raise MemoError(
@@ -273,7 +273,6 @@ def _explain(args):
 
 def _rule_term(spec, action, engine) -> str:
     """How the rule files spell `action` (rewrites' rule_term)."""
-    from morello_asp.rewrites import family
 
     try:
         return family(action.name).rule_term(spec, action, engine)

@@ -12,17 +12,17 @@ import signal
 import sys
 import traceback
 
-from morello_asp import cli_signals
+from morello_asp import cli_signals as signals
 from morello_asp.errors import Interrupted, MorelloError, RefutedError
 
 COMMAND_MODULES = [
-    "morello_asp.cli_schedule",
-    "morello_asp.codegen.cli",
-    "morello_asp.solver.cli_synth",
-    "morello_asp.solver.cli_verify",
-    "morello_asp.solver.cli_db",
-    "morello_asp.cli_kinds",
-    "morello_asp.solver.cli_precompute",
+    "morello_asp.cli.schedule",
+    "morello_asp.cli.programs",
+    "morello_asp.cli.synth",
+    "morello_asp.cli.verify",
+    "morello_asp.cli.db",
+    "morello_asp.cli.kinds",
+    "morello_asp.cli.precompute",
 ]
 
 EPILOG = """\
@@ -125,8 +125,8 @@ def _main(argv) -> int:
 
     def run() -> int:
         # Until here (imports) and after this (exit), Ctrl-C ends the command process
-        # at once in one line (cli_signals); inside, the command's own handling.
-        handed = cli_signals.hand_over(_raise_on_sigterm)
+        # at once in one line (morello_asp/cli_signals.py); inside, the command's own handling.
+        handed = signals.hand_over(_raise_on_sigterm)
         try:
             parser = build_parser()
             try:
@@ -138,7 +138,7 @@ def _main(argv) -> int:
             sys.stdout.flush()  # here, so that a closed pipe is seen here
             return rc
         finally:
-            cli_signals.take_back(handed)
+            signals.take_back(handed)
 
     try:
         return _guarded(run, "morello-asp", debug)

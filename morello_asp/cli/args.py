@@ -9,6 +9,9 @@ import os
 import re
 from pathlib import Path
 
+from morello_asp.errors import InputError
+from morello_asp.solver.rule_check import check_rules as check
+
 INT_MAX = 2**31 - 1  # clingo's integers are 32-bit: no dimension or count beyond this
 
 
@@ -70,7 +73,6 @@ def add_rules_option(parser, help: str) -> None:
 
 def program_file(path: str) -> str:
     """A saved program's path: InputError unless it names a file."""
-    from morello_asp.errors import InputError
 
     if Path(path).is_dir():
         raise InputError(f"{path} is a directory, not a program file")
@@ -89,8 +91,6 @@ def check_rules(target, rules) -> None:
     """A target file and rule files must be readable UTF-8 files that ground in time
     (solver/logic_files.py); warnings (a constant that matches nothing) go to stderr."""
     import sys
-
-    from morello_asp.solver.rule_check import check_rules as check
 
     for w in check(target, rules):
         print(f"morello-asp: warning: {w}", file=sys.stderr)

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from morello_asp.cli_args import add_rules_option, check_logic_inputs, int_range, program_file
-from morello_asp.errors import RefutedError
+from morello_asp.cli.args import add_rules_option, check_logic_inputs, int_range, program_file
+from morello_asp.codegen.ctarget import get_ctarget
+from morello_asp.errors import MorelloError, RefutedError
+from morello_asp.serialize import load_with_rules
+from morello_asp.spec import parse_spec
+from morello_asp.synthesis import synthesize
+from morello_asp.target import get_target, installed_targets
 
 
 def load_program(args):
@@ -17,12 +22,11 @@ def load_program(args):
     check_logic_inputs(args)
     if Path(file_or_spec).is_file() or Path(file_or_spec).is_dir() or file_or_spec.endswith(".json"):
         program_file(file_or_spec)
-        from morello_asp.serialize import load_with_rules
 
         imp, saved = load_with_rules(file_or_spec)
         rules = saved + rules
         if not args.no_verify:
-            from morello_asp.solver.verify import verify
+            from morello_asp.solver.verify import verify  # z3: loaded when this command runs, not for every command
 
             rep = verify(imp, rules)
             if not rep.ok:
@@ -32,8 +36,6 @@ def load_program(args):
                     f"{len(bad)} obligation(s) not proved, first: {bad[0]}"
                 )
         return imp, rules
-    from morello_asp.spec import parse_spec
-    from morello_asp.synthesis import synthesize
 
     spec = parse_spec(file_or_spec, args.target, rules=rules)
     return synthesize(spec, rules=rules), rules
@@ -66,9 +68,6 @@ def _bench(args):
 def _targets(args):
     """Every installed target (the entry files of encodings/targets/) and whether this
     machine runs it; then the files there that targets include, which are not targets."""
-    from morello_asp.codegen.ctarget import get_ctarget
-    from morello_asp.errors import MorelloError
-    from morello_asp.target import get_target, installed_targets
 
     rows = []
     entries, includes = installed_targets()
