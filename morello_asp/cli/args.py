@@ -94,3 +94,15 @@ def check_rules(target, rules) -> None:
 
     for w in check(target, rules):
         print(f"morello-asp: warning: {w}", file=sys.stderr)
+
+
+TARGET_HELP = (
+    "target name or path to a target .lp file (default: native, made for this machine; "
+    "$MORELLO_ASP_TARGET names another)"
+)
+
+
+def add_target_option(p, help: str = TARGET_HELP) -> None:
+    """--target: None when not given, so the default target comes from one place
+    (morello_asp.target.default_target)."""
+    p.add_argument("--target", default=None, help=help)

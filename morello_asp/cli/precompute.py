@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from morello_asp.cli.args import add_rules_option, check_logic_inputs, int_range
+from morello_asp.cli.args import add_rules_option, add_target_option, check_logic_inputs, int_range
 from morello_asp.solver.precompute import Grid, Progress, load_kinds, precompute
 from morello_asp.solver.precompute_exec import LocalExecutor, RayExecutor
 
@@ -59,7 +59,7 @@ def register(sub) -> None:
         metavar="N",
         help="largest dimension: every power of two up to N (default 128)",
     )
-    p.add_argument("--target", default="avx2", help="target name or path to a target .lp file")
+    add_target_option(p)
     add_rules_option(p, "extra logic file, or an optional rule set by name (repeatable)")
     p.add_argument(
         "--workers",

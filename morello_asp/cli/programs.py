@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from morello_asp.cli.args import add_rules_option, check_logic_inputs, int_range, program_file
+from morello_asp.cli.args import (
+    TARGET_HELP,
+    add_rules_option,
+    add_target_option,
+    check_logic_inputs,
+    int_range,
+    program_file,
+)
 from morello_asp.codegen.ctarget import get_ctarget
 from morello_asp.errors import MorelloError, RefutedError
 from morello_asp.serialize import load_with_rules
@@ -113,7 +120,7 @@ def register(sub):
             metavar="FILE_OR_SPEC",
             help="program JSON saved by morello_asp.serialize.save, or a spec to synthesize",
         )
-        p.add_argument("--target", default="avx2", help="target for a spec (a saved program names its own)")
+        add_target_option(p, TARGET_HELP + "; a saved program names its own")
         add_rules_option(p, "extra logic file (kernels), besides those a saved program records")
         p.add_argument("--no-verify", action="store_true", help="run a saved program without proving it legal first")
         if name == "run":

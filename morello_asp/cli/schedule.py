@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from morello_asp.cli.args import add_target_option
 from morello_asp.spec import Spec, parse_spec
 from morello_asp.target import as_target
 
@@ -57,5 +58,5 @@ def register(sub):
     p.set_defaults(func=_demo)
     p = sub.add_parser("parse", help="parse a spec and print it in canonical form")
     p.add_argument("spec")
-    p.add_argument("--target", default="avx2")
+    add_target_option(p)
     p.set_defaults(func=_parse)

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from morello_asp.cli.args import add_rules_option, check_logic_inputs, int_range, output_file
+from morello_asp.cli.args import add_rules_option, add_target_option, check_logic_inputs, int_range, output_file
 from morello_asp.codegen.baseline import numpy_expression, numpy_matmul_seconds, numpy_seconds, time_python
 from morello_asp.errors import CodegenError, MemoError, MorelloError
 from morello_asp.graph import compose_graph, write_graph
@@ -283,7 +283,7 @@ def _rule_term(spec, action, engine) -> str:
 def register(sub):
     def common(p):
         p.add_argument("spec", help='a spec, e.g. "Matmul(64x64x64, f32)" or the full paper syntax')
-        p.add_argument("--target", default="avx2", help="target name or path to a target .lp file")
+        add_target_option(p)
         add_rules_option(
             p,
             "extra logic file, or an optional rule set of encodings/options/ by name, e.g. fuse_in_cache (repeatable)",
