@@ -169,3 +169,18 @@ def test_the_real_host_native_target_synthesizes_and_runs():
     assert imp.spec.target is t
     err, tol = imp.compile().check()
     assert err <= tol
+
+
+def test_the_targets_command_shows_what_native_detected_and_where_its_file_is(capsys):
+    from morello_asp.cli import main
+
+    assert main(["targets"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    host, path = native.host(), native.entry()
+    assert out[0].startswith("native ") and ("runs here" in out[0] or "does not run here" in out[0])
+    block = out[1 : out.index(next(ln for ln in out[1:] if not ln.startswith(" ")))]
+    text = "\n".join(ln.strip() for ln in block)
+    assert f"microarchitecture {host.microarch} (archspec" in text
+    assert f"instruction set {host.isa}: " in text and f"{host.cores} core" in text
+    assert all(c.text() in text for c in host.caches)
+    assert f"file {path}" in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from morello_asp import native
 from morello_asp.cli.args import (
     TARGET_HELP,
     add_rules_option,
@@ -18,7 +19,7 @@ from morello_asp.errors import MorelloError, RefutedError
 from morello_asp.serialize import load_with_rules
 from morello_asp.spec import parse_spec
 from morello_asp.synthesis import synthesize
-from morello_asp.target import get_target, installed_targets
+from morello_asp.target import NATIVE, get_target, installed_targets
 
 
 def load_program(args):
@@ -73,16 +74,17 @@ def _bench(args):
 
 
 def _targets(args):
-    """Every installed target (the entry files of encodings/targets/) and whether this
-    machine runs it; then the files there that targets include, which are not targets."""
+    """The native target (what was detected, and its file), every installed target (the
+    entry files of encodings/targets/) and whether this machine runs it; then the files
+    there that targets include, which are not targets."""
 
     rows = []
     entries, includes = installed_targets()
-    for entry in entries.values():
+    for name, entry in {NATIVE: native.entry(), **entries}.items():
         try:
             ct = get_ctarget(get_target(entry))
         except MorelloError as e:
-            rows.append((entry.stem, "", f"cannot load: {e}".splitlines()[0]))
+            rows.append((name, "", f"cannot load: {e}".splitlines()[0]))
             continue
         tgt = ct.target
         how = ct.run_mode + (f" under {' '.join(ct.emulator)}" if ct.emulator else "")
@@ -94,12 +96,15 @@ def _targets(args):
         if args.verbose and ct.cpu_flags:
             desc += f"; cpu flags {' '.join(ct.cpu_flags)}"
         why = ct.cannot_run()
-        rows.append((entry.stem, desc, "runs here" if not why else f"does not run here: {why}"))
+        rows.append((name, desc, "runs here" if not why else f"does not run here: {why}"))
+        if name == NATIVE:
+            rows.append(("", "\n".join(native.describe(native.host(), entry)), ""))
     width = max(len(r[0]) for r in rows)
     for name, desc, status in rows:
-        print(f"{name:<{width}}  {status}")
-        if desc:
-            print(f"{'':<{width}}  {desc}")
+        if name or status:
+            print(f"{name:<{width}}  {status}")
+        for line in desc.splitlines():
+            print(f"{'':<{width}}  {line}")
     if includes:
         shared = "; ".join(f"{n}.lp ({', '.join(by) or 'included by none'})" for n, by in includes.items())
         print(f"\ninclude files, not targets (included by): {shared}")
