@@ -227,8 +227,20 @@ def isa_files(isa: str) -> list[Path]:
     return [(entry.parent / f).resolve() for f in _INCLUDE.findall(entry.read_text()) if f != f"{isa}/machine.lp"]
 
 
+NAME_PREFIX = "native_"  # tgt_name of a native target: native_<microarchitecture>
+
+
 def target_name(host: Host) -> str:
-    return "native_" + re.sub(r"[^a-z0-9_]", "_", host.microarch.lower())
+    return NAME_PREFIX + re.sub(r"[^a-z0-9_]", "_", host.microarch.lower())
+
+
+def how_to_name(name: str) -> str:
+    """How a user names target `name` on the command line: --target NAME, or for a native
+    target (its name is not a --target name) native, or its file."""
+    if name.startswith(NAME_PREFIX):
+        where = user_cache_dir() / "native"
+        return f"--target native on a machine like the one it was made on, or --target with its file ({where})"
+    return f"--target {name}"
 
 
 def target_text(host: Host) -> str:

@@ -23,6 +23,7 @@ from pathlib import Path
 from morello_asp.cost import cost_fingerprint
 from morello_asp.errors import InputError, MemoError, MorelloError
 from morello_asp.kinds import kind
+from morello_asp.native import how_to_name
 from morello_asp.rewrites import Action
 from morello_asp.solver.coords import from_coords, to_coords
 from morello_asp.solver.engine import Expansion
@@ -353,7 +354,7 @@ def _built_otherwise(path: Path, k: str, have: dict, v: str, rules: tuple[str, .
     if k == "target":
         return (
             f"memo table {path} was built for target {have.get(k)} but this run is for {v}; "
-            f"to use it, pass --target {have.get(k)}, {fresh}"
+            f"to use it, pass {how_to_name(str(have.get(k)))}, {fresh}"
         )
     if k != "logic":
         return f"memo table {path} was built with {k}={have.get(k)!r} but this run has {k}={v!r}; use another file"

@@ -184,3 +184,16 @@ def test_the_targets_command_shows_what_native_detected_and_where_its_file_is(ca
     assert f"instruction set {host.isa}: " in text and f"{host.cores} core" in text
     assert all(c.text() in text for c in host.caches)
     assert f"file {path}" in text
+
+
+def test_a_table_built_for_a_native_target_says_how_to_name_it(tmp_path, capsys):
+    from morello_asp.cli import main
+
+    host = native.detect(fake_sysfs(tmp_path / "sys", ZEN3_CACHES), cpu("zen3", features=("avx2", "fma")), cpus=[0])
+    path = native.write_target(host, tmp_path)
+    db = tmp_path / "t.db"
+    assert main(["synth", "Matmul(2x2x2, f32)", "-q", "--target", str(path), "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert main(["synth", "Matmul(2x2x2, f32)", "-q", "--target", "avx2", "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "was built for target native_zen3 but this run is for avx2; to use it, pass --target native on a" in err
