@@ -7,6 +7,7 @@ kill -9 leaves no worker either (they die with their parent)."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import sqlite3
