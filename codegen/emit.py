@@ -7,9 +7,8 @@ from __future__ import annotations
 import re
 
 from morello_asp.codegen.ctarget import CTarget, get_ctarget
-from morello_asp.codegen.emitter import Buffer, Emitter, View, inputs_of, param_names
+from morello_asp.codegen.emitter import Emitter, inputs_of, param_names, parameter_views
 from morello_asp.errors import CodegenError
-from morello_asp.expr import Const
 from morello_asp.ir import Impl
 from morello_asp.rewrites import for_node
 from morello_asp.spec import Spec
@@ -46,36 +45,7 @@ def emit_function(impl: Impl, fname: str, ct: CTarget) -> tuple[str, bool]:
         raise CodegenError(f"the program is incomplete: open spec at child path {list(path)}: {hole.spec}")
     em = Emitter(ct, for_node)
     spec = impl.spec
-    names = param_names(spec)
-    em.used.update(names)
-    views = []
-    pre, post = [], []
-    for i, (n, t, shp) in enumerate(zip(names, spec.operands, spec.operand_shapes)):
-        origin = tuple(Const(0) for _ in shp)
-        mem = Buffer(n, shp, t, False, n, align=t.dtype.nbytes)
-        if not em.is_register(t.level):
-            views.append(View(mem, origin, shp, t))
-            continue
-        # A spec whose operand lives in registers: registers loaded from / stored to the argument.
-        reg = Buffer(f"{n}_r", shp, t, True, n)
-        em.used.add(reg.name)
-        vol = reg.volume
-        if t.vector_size:
-            vt = ct.vector_type(str(t.dtype), t.vector_size * t.dtype.nbytes)
-            regs = [f"{reg.name}_{r}" for r in range(vol // t.vector_size)]
-            pre.append(f"{vt} {', '.join(regs)};")
-            if i in inputs_of(spec):
-                pre += [f"memcpy(&{r}, {n} + {k * t.vector_size}, sizeof {r});" for k, r in enumerate(regs)]
-            if i in spec.outputs:
-                post += [f"memcpy({n} + {k * t.vector_size}, &{r}, sizeof {r});" for k, r in enumerate(regs)]
-        else:
-            regs = [reg.name] if vol == 1 else [f"{reg.name}_{r}" for r in range(vol)]
-            pre.append(f"{t.dtype.c_type} {', '.join(regs)};")
-            if i in inputs_of(spec):
-                pre += [f"{r} = {n}[{k}];" for k, r in enumerate(regs)]
-            if i in spec.outputs:
-                post += [f"{n}[{k}] = {r};" for k, r in enumerate(regs)]
-        views.append(View(reg, origin, shp, t))
+    views, pre, post = parameter_views(em, spec)
     for line in pre:
         em.out(line)
     em.emit(impl, views)

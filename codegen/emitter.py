@@ -85,6 +85,43 @@ def inputs_of(spec: Spec) -> list[int]:
     return [i for i in range(len(spec.operands)) if i not in spec.outputs or (k.is_accum and i in k.filled)]
 
 
+def parameter_views(em: Emitter, spec: Spec) -> tuple[list[View], list[str], list[str]]:
+    """The views a program's body sees of its parameters (named by param_names, which
+    `em` reserves), and the C that loads them into registers before the body and stores
+    them after (an operand of the spec in registers: register variables loaded from /
+    stored to the argument)."""
+    em.used.update(param_names(spec))
+    views: list[View] = []
+    pre: list[str] = []
+    post: list[str] = []
+    for i, (n, t, shp) in enumerate(zip(param_names(spec), spec.operands, spec.operand_shapes)):
+        origin = tuple(Const(0) for _ in shp)
+        mem = Buffer(n, shp, t, False, n, align=t.dtype.nbytes)
+        if not em.is_register(t.level):
+            views.append(View(mem, origin, shp, t))
+            continue
+        reg = Buffer(f"{n}_r", shp, t, True, n)
+        em.used.add(reg.name)
+        vol = reg.volume
+        if t.vector_size:
+            vt = em.ct.vector_type(str(t.dtype), t.vector_size * t.dtype.nbytes)
+            regs = [f"{reg.name}_{r}" for r in range(vol // t.vector_size)]
+            pre.append(f"{vt} {', '.join(regs)};")
+            if i in inputs_of(spec):
+                pre += [f"memcpy(&{r}, {n} + {k * t.vector_size}, sizeof {r});" for k, r in enumerate(regs)]
+            if i in spec.outputs:
+                post += [f"memcpy({n} + {k * t.vector_size}, &{r}, sizeof {r});" for k, r in enumerate(regs)]
+        else:
+            regs = [reg.name] if vol == 1 else [f"{reg.name}_{r}" for r in range(vol)]
+            pre.append(f"{t.dtype.c_type} {', '.join(regs)};")
+            if i in inputs_of(spec):
+                pre += [f"{r} = {n}[{k}];" for k, r in enumerate(regs)]
+            if i in spec.outputs:
+                post += [f"{n}[{k}] = {r};" for k, r in enumerate(regs)]
+        views.append(View(reg, origin, shp, t))
+    return views, pre, post
+
+
 class Emitter:
     def __init__(self, ct: CTarget, family_of: Callable[[Impl], Any]):
         self.ct = ct
@@ -191,6 +228,7 @@ class Emitter:
         if len(views) != len(spec.operands):
             raise CodegenError(f"{spec.short()} got {len(views)} operands")
         views = [replace(v, ts=t) for v, t in zip(views, spec.operands)]
+        self.visit(node, views)
         if isinstance(node, SpecHole):
             raise CodegenError(f"the program is incomplete: open spec {spec} has no implementation")
         try:
@@ -198,6 +236,11 @@ class Emitter:
         except TypeError:
             raise CodegenError(f"no C for IR node {type(node).__name__}") from None
         fam.emit_c(node, views, self)
+
+    def visit(self, node: Impl, views: list[View]) -> None:
+        """Called with every node emitted and the views of its operands, the loop
+        counters in self.env (solver/verify.py proves what each view claims); nothing
+        by default."""
 
     def open_buffer(
         self, base: str, shape: tuple[int, ...], ts: TensorSpec, root: str, source: str = ""
@@ -252,28 +295,36 @@ class Emitter:
 
     def check_strides(self, node: KernelApp, views: list[View]):
         """The rules decide cache residency from the stride exponent a spec claims
-        (rules/aliasing.lp); refuse a claim the memory view contradicts: the distance
-        between its first two runs must be 2^P times an odd number of bytes (or, for
-        P at the line size, a smaller power of two: the rules clamp there)."""
-        import numpy as np  # heavy: loaded when C is written, not with the package
-
-        line_exp = node.spec.target.line_bytes.bit_length() - 1
+        (rules/aliasing.lp); refuse a claim the memory view contradicts."""
         for i, v in enumerate(views):
-            p = v.ts.stride
-            if p is None or v.buf.in_registers or v.ts.is_contiguous() or prod(v.shape) == 1:
-                continue
-            off = np.unique(self.value_offsets(v))
-            gaps = np.nonzero(np.diff(off) != 1)[0]
-            if not len(gaps):
-                continue
-            step = int(off[gaps[0] + 1] - off[0]) * v.ts.dtype.nbytes
-            exp = (step & -step).bit_length() - 1
-            if exp != p and not (p == line_exp and exp < p):
+            why = self.stride_mismatch(v, node.spec.target.line_bytes)
+            if why:
                 raise CodegenError(
-                    f"kernel {node.kernel} on {node.spec.short()}: operand {param_names(node.spec)[i]} claims "
-                    f"stride exponent {p} but its runs in {v.buf.name} are {step} bytes apart "
+                    f"kernel {node.kernel} on {node.spec.short()}: operand {param_names(node.spec)[i]} {why} "
                     "(a rule gave it the wrong stride)"
                 )
+
+    def stride_mismatch(self, v: View, line_bytes: int, at: dict[str, int] | None = None) -> str | None:
+        """Why view `v`'s stride claim (TensorSpec.stride) is wrong at the loops' first
+        iteration (or with the loop counters in `at`), or None if it holds or claims
+        nothing: the distance between its first two runs must be 2^P times an odd number
+        of bytes (or, for P at the line size of `line_bytes`, a smaller power of two: the
+        rules clamp there)."""
+        import numpy as np  # heavy: loaded when C is written, not with the package
+
+        p = v.ts.stride
+        if p is None or v.buf.in_registers or v.ts.is_contiguous() or prod(v.shape) == 1:
+            return None
+        off = np.unique(self.value_offsets(v, at))
+        gaps = np.nonzero(np.diff(off) != 1)[0]
+        if not len(gaps):
+            return None
+        step = int(off[gaps[0] + 1] - off[0]) * v.ts.dtype.nbytes
+        exp = (step & -step).bit_length() - 1
+        line_exp = line_bytes.bit_length() - 1
+        if exp != p and not (p == line_exp and exp < p):
+            return f"claims stride exponent {p} but its runs in {v.buf.name} are {step} bytes apart"
+        return None
 
     def value_offsets(self, v: View, at: dict[str, int] | None = None) -> np.ndarray:
         """The buffer offsets of every value of view `v` at the loops' first iteration,

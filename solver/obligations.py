@@ -164,3 +164,53 @@ def prove_catalog_layout(layout: Layout, rank: int) -> Obligation:
         if p.kind != "dyn" and p.dim < rank:
             cover[p.dim] *= p.size
     return prove_layout(layout, tuple(2 * c if c > 1 else 3 for c in cover))
+
+
+def prove_adjacent(
+    what: str,
+    offset: Expr,
+    position: Expr,
+    shape: tuple[int, ...],
+    block: int,
+    ranges: tuple[tuple[str, int, int, int], ...] = (),
+) -> Obligation:
+    """A view's claim of adjacency: the values of each block of `block` consecutive
+    positions in the view's own layout (`position`, over view coordinates x0, x1, ...
+    of a `shape` view) lie within `block` consecutive slots of its buffer (`offset`),
+    for every value of the loop counters in `ranges` ((name, lo, hi, step): lo <= v <=
+    hi, v a multiple of step). With the buffer's layout a bijection, that is: no two
+    values of one block are `block` or more slots apart. A refutation names them."""
+    status, detail = _adjacent(offset, position, shape, block, ranges)
+    return Obligation(what, status, detail)
+
+
+@functools.lru_cache(maxsize=8192)
+def _adjacent(offset, position, shape, block, ranges) -> tuple[str, str]:
+    rank = len(shape)
+    xs = [z3.Int(f"x{i}") for i in range(rank)]
+    ys = [z3.Int(f"y{i}") for i in range(rank)]
+    loops = {n: z3.Int(n) for n, *_ in ranges}
+    env_x = {**loops, **{f"x{i}": v for i, v in enumerate(xs)}}
+    env_y = {**loops, **{f"x{i}": v for i, v in enumerate(ys)}}
+    s = z3.Solver()
+    s.set("timeout", 20000)
+    for (_, lo, hi, step), v in zip(ranges, loops.values()):
+        s.add(lo <= v, v <= hi, v % step == 0)
+    for v, n in zip(xs + ys, shape + shape):
+        s.add(0 <= v, v < n)
+    s.add(to_z3(position, env_x) / block == to_z3(position, env_y) / block)
+    ox, oy = to_z3(offset, env_x), to_z3(offset, env_y)
+    s.add(ox - oy >= block)
+    r, m = solve(s)
+    if r == z3.unknown:
+        return "unknown", s.reason_unknown()
+    if r == z3.unsat:
+        return "proved", ""
+    a = [m.eval(v).as_long() for v in xs]
+    b = [m.eval(v).as_long() for v in ys]
+    at = ", ".join(f"{n} = {m.eval(v).as_long()}" for n, v in loops.items())
+    gap = m.eval(ox - oy).as_long()
+    return "refuted", (
+        f"its values at {a} and {b} are {gap} slots apart{' (at ' + at + ')' if at else ''} "
+        f"in one run of {block} it claims adjacent"
+    )

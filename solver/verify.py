@@ -4,20 +4,27 @@ with a counterexample, or left unknown with z3's reason.
 
 Obligations: every layout in use is a bijection from coordinates onto its buffer;
 each node's family states its own (morello_asp/rewrites/: a loop's tiles cover each
-point exactly once, a kernel applies to its spec by the target's rules, ...); and
-memory stays within limits.
+point exactly once, a kernel applies to its spec by the target's rules, ...); memory
+stays within limits; and what codegen assumes of every view holds (prove_views: the
+adjacency and strides specs claim, computed from the views the program's C indexes).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
+from math import prod
 
+from morello_asp.codegen.ctarget import get_ctarget
+from morello_asp.codegen.emitter import Emitter, param_names, parameter_views
 from morello_asp.cost import compute_cost
+from morello_asp.errors import CodegenError
+from morello_asp.expr import Const, Var
 from morello_asp.ir import Impl, KernelApp, SpecHole
 from morello_asp.rewrites import for_node
 from morello_asp.solver.box_space import BoxSpace
 from morello_asp.solver.engine import get_engine
-from morello_asp.solver.obligations import Obligation, VerifyReport, prove_layout
+from morello_asp.solver.obligations import Obligation, VerifyReport, prove_adjacent, prove_layout
 from morello_asp.solver.verify_boxes import BoxProver, TableReport, rules_obligations
 from morello_asp.target import Target
 
@@ -57,6 +64,82 @@ def prove_memory(impl: Impl, target) -> list[Obligation]:
     return out
 
 
+class _ViewWalk(Emitter):
+    """The emitter's walk over a program, writing its C as codegen does (every node's
+    family, every kernel's template), but stating what each view claims as obligations
+    where codegen refuses a view that contradicts its spec (Emitter.check_contiguous,
+    check_strides): the views are computed from the IR, not taken from the specs."""
+
+    def __init__(self, ct):
+        super().__init__(ct, for_node)
+        self.claims: dict[str, Obligation] = {}  # what -> the first refutation, else proved
+
+    def _claim(self, ob: Obligation) -> None:
+        old = self.claims.get(ob.what)
+        if old is None or (old.status == "proved" and ob.status != "proved"):
+            self.claims[ob.what] = ob
+
+    def emit(self, node, views):
+        if isinstance(node, SpecHole):  # an open spec: what its operands claim still holds or not
+            self.visit(node, [replace(v, ts=t) for v, t in zip(views, node.spec.operands)])
+            return
+        super().emit(node, views)
+
+    def visit(self, node, views):
+        """Each memory view claims its adjacency (TensorSpec.contig): the values of the
+        inner c physical dims of its layout are adjacent in its buffer, for every value
+        of the enclosing loop counters."""
+        for name, v in zip(param_names(node.spec), views):
+            ts = v.ts
+            full = ts.layout.full_contiguity()
+            contig = full if ts.contig is None else ts.contig
+            if v.buf.in_registers or contig == 0 or prod(v.shape) == 1:
+                continue
+            block = ts.layout.contiguous_run(v.shape, contig)
+            if block == 1:
+                continue
+            names = [f"x{d}" for d in range(len(v.shape))]
+            if not v.buf.ts.layout.is_packed:
+                # a layout without packs is linear: where a view starts does not change
+                # which of its values are adjacent, so one proof serves every origin
+                v = replace(v, origin=tuple(Const(0) for _ in v.origin))
+            offset = v.buf.ts.layout.buffer_expr(v.buf.shape, v.position([Var(n) for n in names]))
+            loops = tuple((n, r.lo, r.hi, r.step) for n, r in sorted(self.env.items()) if n in offset.vars())
+            claim = (
+                "fully contiguous" if contig >= full else f"contiguous in its {contig} inner physical dims (c{contig})"
+            )
+            what = f"{node.spec.short()}: operand {name} {ts.text()} is {claim} in {v.buf.name}"
+            self._claim(prove_adjacent(what, offset, ts.layout.buffer_expr(v.shape, names), v.shape, block, loops))
+
+    def check_contiguous(self, node, views):
+        """visit proves it (at every node, for every loop iteration)."""
+
+    def check_strides(self, node, views):
+        """The stride a kernel's view claims, at the loops' first and last iterations."""
+        last = {n: r.hi - r.hi % r.step for n, r in self.env.items()}
+        for name, v in zip(param_names(node.spec), views):
+            if v.ts.stride is None:
+                continue
+            line = node.spec.target.line_bytes
+            why = self.stride_mismatch(v, line) or self.stride_mismatch(v, line, at=last)
+            what = f"{node.spec.short()}: operand {name} {v.ts.text()} has the stride it claims in {v.buf.name}"
+            self._claim(Obligation(what, "refuted", why) if why else Obligation(what, "proved"))
+
+
+def prove_views(impl: Impl, rules=()) -> list[Obligation]:
+    """What codegen assumes of the views its kernels and loops index: each claim of
+    adjacency and stride holds in the buffers of the program's C (_ViewWalk), and the
+    C can be written at all (every kernel has a template for its operands, register
+    views start at whole registers, ...): a program codegen would refuse never proves."""
+    em = _ViewWalk(get_ctarget(impl.spec.target, rules))
+    what = f"codegen lowers {impl.spec.short()} to C"
+    try:
+        em.emit(impl, parameter_views(em, impl.spec)[0])
+    except CodegenError as e:
+        return [*em.claims.values(), Obligation(what, "refuted", str(e))]
+    return [*em.claims.values(), Obligation(what, "proved")]
+
+
 class ProgramContext:
     """What node obligations may ask: the program's target, and the rules' expansions
     of a spec (for checks the target's logic files decide, such as kernels)."""
@@ -94,6 +177,7 @@ def verify(impl: Impl, rules=()) -> VerifyReport:
         _add(rep, seen, [prove_layout(ts.layout, tuple(shp))])
     for node in nodes:
         _add(rep, seen, for_node(node).program_obligations(node, ctx))
+    _add(rep, seen, prove_views(impl, rules))
     rep.obligations += prove_memory(impl, tgt)
     rep.seconds = time.perf_counter() - t0
     return rep

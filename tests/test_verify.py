@@ -1,18 +1,25 @@
 """z3 legality proofs: good layouts and programs prove, crafted bad ones are refuted
-with counterexamples that really fail."""
+with counterexamples that really fail; and verify refutes every program codegen refuses
+(the search's optimum under an old wrong rule, programs with one claim made wrong)."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
+from pathlib import Path
 
 import pytest
 
 from morello_asp import Layout, parse_spec
 from morello_asp.cli import main
 from morello_asp.cli.schedule import figure1
+from morello_asp.errors import CodegenError
 from morello_asp.ir import Loop
-from morello_asp.serialize import save
+from morello_asp.serialize import from_json, load, save, to_json
+from morello_asp.solver.dp import Search
+from morello_asp.solver.engine import get_engine
+from morello_asp.solver.memo import DictMemo
 from morello_asp.solver.verify import prove_layout, verify
 
 
@@ -192,3 +199,104 @@ def test_catalog_proofs_are_remembered_only_when_they_succeed(tmp_path, monkeypa
     proved, ob = prove_catalog_layout_cached(bad, 2)
     assert not proved and ob.status == "refuted"
     assert len(list((tmp_path / "proofs").iterdir())) == 1
+
+
+# ---- what codegen assumes of views (issue 57): verify refutes what codegen refuses ---------
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def _codegen_refuses(imp) -> str:
+    try:
+        imp.to_c()
+    except CodegenError as e:
+        return str(e)
+    return ""
+
+
+def test_verify_refutes_the_old_rules_conv_optimum():
+    """Issue 57: under the old spatial_split rule the search's optimum for
+    Conv(1x16x8x5x5x1x1) moved 8 channels of a one-pixel output tile (25 values apart)
+    into a vector register as if adjacent; codegen refused it and verify proved it."""
+    imp = load(FIXTURES / "conv_1x1_old_rules.json")
+    assert "operand src is contiguous in its spec but its view of out is not" in _codegen_refuses(imp)
+    rep = verify(imp)
+    assert not rep.ok
+    bad = [o for o in rep.obligations if o.status == "refuted"]
+    assert any(
+        o.what.startswith("Move(1x1x8, L1, VRF): operand src (f32, L1, row_major) is fully contiguous") for o in bad
+    ), rep
+    # where the wrong claim starts: the split's view of the output (c1), 25 values a channel
+    split = "MatmulAccum(1x1x8x16, GL, L1, GL): operand out"
+    assert any(o.what.startswith(split) and "25 slots" in o.detail for o in bad)
+    # the same program under the fixed rule proves and runs
+    fixed = parse_spec(json.loads((FIXTURES / "conv_1x1_old_rules.json").read_text())["program"]["spec"])
+    new = fixed.synthesize(db=None)
+    assert verify(new).ok and not _codegen_refuses(new)
+
+
+def _nodes(d: dict):
+    yield d
+    for v in d.values():
+        for x in v if isinstance(v, list) else [v]:
+            if isinstance(x, dict) and "spec" in x:
+                yield from _nodes(x)
+
+
+_CLAIM = re.compile(r", c(\d+)(, s(\d+))?\)")
+SEARCH: dict[str, Search] = {}
+
+
+def _mutants(imp):
+    """Copies of a program with one node's claim of adjacency or stride made wrong, as a
+    wrong rule would: an operand's adjacency (cN) made full, either at that node alone
+    or with the node's subtree synthesized again under the wrong claim (its kernels
+    then read the view as dense: codegen refuses many), or its stride exponent (sN)
+    moved by one."""
+    search = SEARCH.setdefault("avx2", Search(get_engine("avx2"), DictMemo()))
+    doc = to_json(imp)
+    for i, node in enumerate(_nodes(doc["program"])):
+        for m in _CLAIM.finditer(node["spec"]):
+            s = node["spec"]
+            full = s[: m.start()] + ")" + s[m.end() :]
+            subs = [(full, False), (full, True)]
+            if m.group(3):
+                subs.append((s[: m.start(3)] + str(int(m.group(3)) + 1) + s[m.end(3) :], False))
+            for text, again in subs:
+                mutant = json.loads(json.dumps(doc))
+                at = list(_nodes(mutant["program"]))[i]
+                if again:
+                    at.clear()
+                    at.update(to_json(search.build(parse_spec(text, target="avx2")))["program"])
+                else:
+                    at["spec"] = text
+                try:
+                    yield f"node {i}{' synthesized again' if again else ''}: {text}", from_json(mutant)
+                except Exception:  # a claim the spec language refuses (a stride on a contiguous view)
+                    continue
+
+
+LIMITS = "[16, 16, 1024, 33554432]"
+CORPUS = [
+    f"(Matmul(1x5x7x9, (f32, GL, col_major), (f32, GL, row_major), (f32, GL, row_major), serial), {LIMITS})",
+    f"(Softmax0(9x16, (f32, GL, row_major), (f32, GL, row_major), serial), {LIMITS})",
+    f"(Conv(1x16x8x5x5x1x1, (f32, GL, row_major), (f32, GL, row_major), (f32, GL, row_major), serial), {LIMITS})",
+]
+
+
+@pytest.mark.parametrize("text", CORPUS, ids=["matmul", "softmax0", "conv"])
+def test_verify_refutes_every_mutant_codegen_refuses(text):
+    """verify is at least as strict as codegen: a program codegen refuses never proves,
+    on the search's programs and on copies with one claim made wrong (verify refutes
+    every such copy: it proves each view's claim at every node, where codegen checks
+    kernels only)."""
+    imp = parse_spec(text, target="avx2").synthesize(db=None)
+    assert verify(imp).ok and not _codegen_refuses(imp)
+    seen, refused_by_codegen = 0, 0
+    for what, mutant in _mutants(imp):
+        seen += 1
+        refused = _codegen_refuses(mutant)
+        rep = verify(mutant)
+        assert not (refused and rep.ok), f"{what}: codegen refuses ({refused}) but verify proves it"
+        assert not rep.ok, f"{what}: verify proves a wrong claim"
+        refused_by_codegen += bool(refused)
+    assert seen and refused_by_codegen, (seen, refused_by_codegen)
