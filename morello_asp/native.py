@@ -33,7 +33,8 @@ import clingo.ast as cast
 
 from morello_asp.encodings import DIR
 from morello_asp.errors import TargetError
-from morello_asp.user_cache import keep, user_cache_dir
+from morello_asp.solver.logic_files import read_logic
+from morello_asp.user_cache import keep, pickled, stamp, user_cache_dir
 
 TARGETS = DIR / "targets"
 SYSFS = Path("/sys/devices/system/cpu")
@@ -162,13 +163,45 @@ def count_cores(sysfs: Path, cpus: Iterable[int]) -> int:
     return max(1, len(cores))
 
 
+@dataclass(frozen=True)
+class Cpu:
+    """archspec's answer, as kept in the user's cache."""
+
+    name: str
+    vendor: str
+    family: str
+    features: frozenset[str]
+
+
+_VARYING = re.compile(rb"^(cpu mhz|bogomips)\s*:.*$", re.I | re.M)  # lines of /proc/cpuinfo that change by the second
+
+
+def archspec_host() -> Cpu:
+    """archspec.cpu.host(), remembered in the user's cache by what archspec reads (the
+    text of /proc/cpuinfo, less its clock lines) and its version: loading its database
+    took most of the 70 ms the native target added to every command."""
+    import archspec  # the package alone, for its version: its database is archspec.cpu, loaded only in ask()
+
+    try:
+        info = _VARYING.sub(b"", Path("/proc/cpuinfo").read_bytes())
+    except OSError:
+        info = b""
+    key = hashlib.sha256(info + b"\0" + archspec.__version__.encode() + b"\0" + sys.platform.encode()).hexdigest()
+
+    def ask() -> Cpu:
+        import archspec.cpu  # only when the answer is not in the cache: its database takes a while to load
+
+        c = archspec.cpu.host()
+        return Cpu(str(c.name), str(c.vendor), str(c.family.name), frozenset(str(f) for f in c.features))
+
+    return pickled("native", f"cpu-{key[:32]}", ask, lambda v: isinstance(v, Cpu))
+
+
 def detect(sysfs: Path = SYSFS, cpu: Any = None, cpus: Iterable[int] | None = None) -> Host:
-    """The host: `cpu` is archspec's answer (archspec.cpu.host() when None), `cpus` the
+    """The host: `cpu` is archspec's answer (archspec_host() when None), `cpus` the
     CPUs this process may run on (os.sched_getaffinity when None)."""
     if cpu is None:
-        import archspec.cpu  # only where the native target is made: its database takes a while to load
-
-        cpu = archspec.cpu.host()
+        cpu = archspec_host()
     allowed = sorted(os.sched_getaffinity(0) if cpus is None else cpus) or [0]
     return Host(
         microarch=str(cpu.name),
@@ -287,10 +320,11 @@ def target_text(host: Host) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_target(host: Host, directory: Path | None = None) -> Path:
-    """The native target's file for `host`, written into `directory` (the user's cache
-    directory's native/ by default) unless it is there already."""
-    text = target_text(host)
+def write_target(host: Host, directory: Path | None = None, text: str | None = None) -> Path:
+    """The native target's file for `host` (`text`: its text, when known), written into
+    `directory` (the user's cache directory's native/ by default) unless it is there
+    already."""
+    text = text if text is not None else target_text(host)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     path = (
         directory or user_cache_dir() / "native"
@@ -320,7 +354,10 @@ def entry() -> Path:
             f"morello-asp: native target: {h.isa_reason} ({h.microarch}, {h.family}); using scalar C",
             file=sys.stderr,
         )
-    return write_target(h)
+    # the text, remembered by the host and the files it is made from (clingo reads the ISA's machine)
+    key = stamp((Path(__file__),), read_logic([TARGETS / f"{h.isa}.lp"]), repr(h), clingo.__version__)
+    text = pickled("native", f"text-{key[:32]}", lambda: target_text(h), lambda v: isinstance(v, str))
+    return write_target(h, text=text)
 
 
 def describe(h: Host, path: Path | None) -> list[str]:

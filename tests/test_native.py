@@ -197,3 +197,18 @@ def test_a_table_built_for_a_native_target_says_how_to_name_it(tmp_path, capsys)
     assert main(["synth", "Matmul(2x2x2, f32)", "-q", "--target", "avx2", "--db", str(db)]) == 2
     err = capsys.readouterr().err
     assert "was built for target native_zen3 but this run is for avx2; to use it, pass --target native on a" in err
+
+
+def test_archspec_answer_is_remembered_in_the_user_cache(tmp_path, monkeypatch):
+    import archspec.cpu
+
+    monkeypatch.setenv("MORELLO_ASP_CACHE", str(tmp_path))
+    real = archspec.cpu.host()
+    first = native.archspec_host()
+    assert (first.name, first.family) == (real.name, real.family.name) and first.features == frozenset(real.features)
+
+    def no_asking():
+        raise AssertionError("archspec was asked again although the cache holds its answer")
+
+    monkeypatch.setattr(archspec.cpu, "host", no_asking)
+    assert native.archspec_host() == first
