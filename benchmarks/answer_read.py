@@ -1,4 +1,4 @@
-"""Reading clingo's answers: `solver/answer.py` (string methods, one pass) against the
+"""Reading clingo's answers: `solver/logic/answer.py` (string methods, one pass) against the
 readers it replaced, kept here as baselines: string methods in two passes (cut every
 atom into a row of fields, then group the rows) and one regular-expression scan per
 predicate (grouped the same way), on the answers of a real cold search, in interleaved
@@ -20,7 +20,8 @@ import time
 
 from timing import plot_median_bars
 
-from morello_asp.solver import answer, clingo_run, dp
+from morello_asp.solver.logic import answer, clingo_run
+from morello_asp.solver.search import dp
 
 # ------------------------------------------------------- the two-pass reader
 # Predicates with an action term as second argument: how many arguments follow it.
@@ -139,7 +140,7 @@ _NEST = r"[^()]*"
 for _ in range(2):
     _NEST = r"(?:[^()]|\(" + _NEST + r"\))*"
 _ATOM = r"(\w+(?:\(" + _NEST + r"\))?)"
-# keyed as solver/answer.py's scan() keys its rows
+# keyed as solver/logic/answer.py's scan() keys its rows
 RE = {
     "action": re.compile(r"\baction\((\d+)," + _ATOM + r"\)"),
     "bad": re.compile(r"\bbad\((\d+)," + _ATOM + r',"((?:[^"\\]|\\.)*)"\)'),
@@ -198,7 +199,7 @@ def main(argv=None):
         if not answer.parse(text, n) == two_pass(text, n) == regex_parse(text, n):
             raise SystemExit("the readers disagree on an answer")
     readers = {
-        "string methods, one pass (solver/answer.py)": answer.parse,
+        "string methods, one pass (solver/logic/answer.py)": answer.parse,
         "string methods, two passes (before)": two_pass,
         "regular expressions (before that)": regex_parse,
     }

@@ -130,7 +130,7 @@ def main(argv=None) -> int:
         raise InputError(f"--out {args.out}: must be a .lp file")
     name = args.name or args.out.stem
 
-    from morello_asp.solver.engine import Engine
+    from morello_asp.solver.search.engine import Engine
     from morello_asp.target import get_target
 
     base = get_target("avx2")

@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from morello_asp import parse_spec
-    from morello_asp.solver.engine import Engine
+    from morello_asp.solver.search.engine import Engine
     from morello_asp.synthesis import make_search
 
     spec = parse_spec(args.spec)  # a bad spec or target is one line, exit 2 (run_script)

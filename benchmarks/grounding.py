@@ -1,5 +1,5 @@
 """One clingo call on a batch of spec classes, with the rule files as written against
-the engine's copies (anonymous variables named, solver/anonymous_vars.py), interleaved
+the engine's copies (anonymous variables named, solver/logic/anonymous_vars.py), interleaved
 in one process; each pair's answers must be the same set of atoms.
 
     python benchmarks/grounding.py [--size 16] [--batches 3] [--rounds 5] [--plot out.png]
@@ -25,10 +25,10 @@ from pathlib import Path
 from morello_asp import parse_spec
 from morello_asp.errors import InputError
 from morello_asp.ir import Impl
-from morello_asp.solver import clingo_run
-from morello_asp.solver.dp import Search
-from morello_asp.solver.engine import Engine
-from morello_asp.solver.memo import DictMemo
+from morello_asp.solver.logic import clingo_run
+from morello_asp.solver.memo.table import DictMemo
+from morello_asp.solver.search.dp import Search
+from morello_asp.solver.search.engine import Engine
 
 
 def batches(n: int, keep: int) -> tuple[list[tuple[int, str]], Impl]:
@@ -57,7 +57,7 @@ def census(files: tuple[str, ...], facts: str) -> tuple[list[tuple[int, str, str
     import clingo
     import clingo.ast as cast
 
-    from morello_asp.solver.logic_files import unsnapshot
+    from morello_asp.solver.logic.files import unsnapshot
 
     class Names(cast.Transformer):
         def __init__(self):

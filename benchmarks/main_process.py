@@ -21,11 +21,11 @@ from pathlib import Path
 from timing import plot_median_bars
 
 from morello_asp import parse_spec
-from morello_asp.solver import clingo_run
-from morello_asp.solver.dp import Search
-from morello_asp.solver.engine import Engine
-from morello_asp.solver.memo import DictMemo, RectMemo
-from morello_asp.solver.memo_db import open_memo
+from morello_asp.solver.logic import clingo_run
+from morello_asp.solver.memo.sqlite import open_memo
+from morello_asp.solver.memo.table import DictMemo, RectMemo
+from morello_asp.solver.search.dp import Search
+from morello_asp.solver.search.engine import Engine
 
 
 def _key(engine: Engine, facts: list[str]) -> str:

@@ -164,8 +164,8 @@ def recipe_check(n: int, db, rounds: int = 7) -> list[dict]:
     """Part 1: the synthesizer's program for n^3 next to the hand recipe
     (examples/fast_matmul.py, 6-row and in-space 4-row register blocks) under the same
     cost model: cost, whether the search offers every rewrite, GFLOP/s, numpy GFLOP/s."""
-    from morello_asp.solver.engine import get_engine
-    from morello_asp.solver.search_space import outside_search
+    from morello_asp.solver.search.engine import get_engine
+    from morello_asp.solver.search.space import outside_search
 
     size = _sq(n, "synthesized")
     rng = np.random.default_rng(1)

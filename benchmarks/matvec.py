@@ -276,7 +276,7 @@ def run_all(args) -> dict:
 
     from morello_asp.codegen.baseline import time_python
     from morello_asp.codegen.convert import aligned_empty
-    from morello_asp.solver.verify import verify
+    from morello_asp.solver.proofs.verify import verify
 
     counts = [int(t) for t in args.threads.split(",")]
     k, n = args.k, args.n

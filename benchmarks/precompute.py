@@ -37,8 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from morello_asp.solver.precompute import Grid, precompute, stages_of
-from morello_asp.solver.precompute_exec import LocalExecutor, LocalRayCluster, RayExecutor, isolated, only_loopback
+from morello_asp.solver.precompute.driver import Grid, precompute, stages_of
+from morello_asp.solver.precompute.executors import LocalExecutor, LocalRayCluster, RayExecutor, isolated, only_loopback
 
 NETNS_FLAG = "MORELLO_ASP_BENCH_NETNS"
 
@@ -70,7 +70,7 @@ def executor(kind: str, workers: int, address: str | None):
 
 def ping(kind: str, workers: int, address: str | None, n: int = 200) -> float:
     ex = executor(kind, workers, address)
-    from morello_asp.solver.precompute import PROTOCOL, pack
+    from morello_asp.solver.precompute.driver import PROTOCOL, pack
 
     ex.start({"protocol": PROTOCOL, "target": "avx2", "rules": []}, lambda: pack([]))
     try:
@@ -207,7 +207,7 @@ def main() -> int:
 
 
 def grid_specs(grid):
-    from morello_asp.solver.precompute import grid_specs as gs
+    from morello_asp.solver.precompute.driver import grid_specs as gs
     from morello_asp.target import as_target
 
     return gs(grid, as_target(None))[0]

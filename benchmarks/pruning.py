@@ -32,9 +32,9 @@ from morello_asp.cost import node_cost
 from morello_asp.errors import InputError
 from morello_asp.kinds import kind as get_kind
 from morello_asp.rewrites import node_from_expansion
-from morello_asp.solver.dp import Search
-from morello_asp.solver.engine import Engine
-from morello_asp.solver.memo import DictMemo
+from morello_asp.solver.memo.table import DictMemo
+from morello_asp.solver.search.dp import Search
+from morello_asp.solver.search.engine import Engine
 
 
 class Bounds:

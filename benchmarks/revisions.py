@@ -45,15 +45,15 @@ def _gc(phase, info):
         gc_s[1] += dt if info["generation"] == 2 else 0.0
 gc.callbacks.append(_gc)
 from morello_asp import parse_spec
-from morello_asp.solver.dp import Search
-from morello_asp.solver.engine import Engine
-from morello_asp.solver.memo import DictMemo
+from morello_asp.solver.search.dp import Search
+from morello_asp.solver.search.engine import Engine
+from morello_asp.solver.memo.table import DictMemo
 n, memo = int(sys.argv[1]), sys.argv[2]
 engine = Engine("avx2")
 if memo == "dict":
     table = DictMemo()
 else:
-    from morello_asp.solver.memo_db import open_memo
+    from morello_asp.solver.memo.sqlite import open_memo
     table = open_memo(Path(memo), engine)
 search = Search(engine, table)
 t0 = time.perf_counter()
@@ -61,7 +61,7 @@ imp = search.build(parse_spec(f"Matmul({n}x{n}x{n}, f32)"))
 table.flush()
 wall = time.perf_counter() - t0
 where = __import__("morello_asp").__file__
-from morello_asp.solver import clingo_run
+from morello_asp.solver.logic import clingo_run
 clingo_run.shutdown()  # the workers, reaped, so that their CPU time is counted
 me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"where": where, "wall": wall, "cost": imp.cost.main, "solved": search.stats.solved,

@@ -19,8 +19,8 @@ import statistics
 from morello_asp import parse_spec
 from morello_asp.ir import Impl
 from morello_asp.rewrites import node_from_expansion
-from morello_asp.solver.engine import Engine
-from morello_asp.solver.memo_db import open_memo
+from morello_asp.solver.memo.sqlite import open_memo
+from morello_asp.solver.search.engine import Engine
 from morello_asp.spec import Spec
 
 

@@ -23,10 +23,10 @@ from pathlib import Path
 
 from morello_asp import parse_spec
 from morello_asp.errors import InputError
-from morello_asp.solver.dp import Search
-from morello_asp.solver.engine import Engine
-from morello_asp.solver.memo import DictMemo
-from morello_asp.solver.memo_db import open_memo
+from morello_asp.solver.memo.sqlite import open_memo
+from morello_asp.solver.memo.table import DictMemo
+from morello_asp.solver.search.dp import Search
+from morello_asp.solver.search.engine import Engine
 
 
 def run(n: int, dtype: str = "f32", batch: int = 1, memo: str = "table", target: str = "avx2") -> dict:

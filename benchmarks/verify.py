@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from morello_asp.recipes import fast_matmul
-from morello_asp.solver.verify import verify
+from morello_asp.solver.proofs.verify import verify
 from morello_asp.synthesis import synthesize
 
 
@@ -41,9 +41,9 @@ def main(argv=None):
 
 
 def tables(sizes, keep=None):
-    from morello_asp.solver.engine import get_engine
-    from morello_asp.solver.memo_db import open_memo
-    from morello_asp.solver.verify import verify_table
+    from morello_asp.solver.memo.sqlite import open_memo
+    from morello_asp.solver.proofs.verify import verify_table
+    from morello_asp.solver.search.engine import get_engine
 
     tmp = Path(keep or tempfile.mkdtemp())
     tmp.mkdir(parents=True, exist_ok=True)

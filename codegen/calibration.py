@@ -39,7 +39,7 @@ from morello_asp.ir import Alloc, Impl, KernelApp, Loop
 from morello_asp.naming import snake
 from morello_asp.native import rules_except
 from morello_asp.rewrites import for_node, node_from_expansion
-from morello_asp.solver.engine import Engine
+from morello_asp.solver.search.engine import Engine
 from morello_asp.spec import Spec
 from morello_asp.target import ENCODINGS, Target
 

@@ -239,7 +239,7 @@ class Emitter:
 
     def visit(self, node: Impl, views: list[View]) -> None:
         """Called with every node emitted and the views of its operands, the loop
-        counters in self.env (solver/verify.py proves what each view claims); nothing
+        counters in self.env (solver/proofs/verify.py proves what each view claims); nothing
         by default."""
 
     def open_buffer(

@@ -23,7 +23,7 @@ from morello_asp.layout import Layout, PhysDim
 from morello_asp.ports import PORTS
 from morello_asp.printer import listing
 from morello_asp.rewrites import Action
-from morello_asp.solver.precompute import Grid, precompute
+from morello_asp.solver.precompute.driver import Grid, precompute
 from morello_asp.spec import Spec, TensorSpec, parse_spec
 from morello_asp.synthesis import synthesize, synthesize_all
 from morello_asp.target import Target, get_target

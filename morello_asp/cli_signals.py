@@ -12,8 +12,8 @@ script, or `python -m morello_asp.cli`) gets `stop`."""
 
 from __future__ import annotations
 
+import _signal as signal  # the C module: `signal`'s import builds enums, time a Ctrl-C could land in
 import os
-import signal
 import sys
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)

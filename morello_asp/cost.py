@@ -45,7 +45,7 @@ def compute_cost(node: Impl, target: Target | None = None) -> Cost:
 def cost_fingerprint() -> str:
     """The cost model's version, from its code: the terms (cost_model.py) and every rewrite
     family's cost and peak rules, as they are in this process. A memo table holds optima
-    under one cost model, so this is part of its key (solver/memo_db.py): change a term
+    under one cost model, so this is part of its key (solver/memo/sqlite.py): change a term
     and an old table is refused by name instead of answering with the old model's optima.
     (The target's cost facts, weights and kernel costs, are in the logic files' hash.)"""
     h = hashlib.sha256(inspect.getsource(cost_model).encode())

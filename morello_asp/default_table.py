@@ -1,5 +1,5 @@
 """The `db=` default of the synthesis API: the user's default memo table
-(solver.memo_db.default_table), so work is kept unless the caller says `db=None`."""
+(morello_asp.solver.memo.sqlite.default_table), so work is kept unless the caller says `db=None`."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ import clingo.ast as cast
 
 from morello_asp.encodings import DIR
 from morello_asp.errors import TargetError
-from morello_asp.solver.logic_files import read_logic
+from morello_asp.solver.logic.files import read_logic
 from morello_asp.user_cache import keep, pickled, stamp, user_cache_dir
 
 TARGETS = DIR / "targets"

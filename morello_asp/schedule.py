@@ -20,7 +20,7 @@ from morello_asp.layout import Layout
 from morello_asp.naming import snake
 from morello_asp.rewrites import Action, node_from_expansion  # noqa: F401 (the scheduling vocabulary: dp and guides use it)
 from morello_asp.rewrites.pipeline import temp_rank
-from morello_asp.solver.engine import get_engine
+from morello_asp.solver.search.engine import get_engine
 from morello_asp.spec import Spec
 
 Program: TypeAlias = Spec | Impl
@@ -136,7 +136,7 @@ def move_param(
         except ValueError as e:
             raise ScheduleError(str(e)) from None
     if layout.is_packed:
-        from morello_asp.solver.obligations import prove_layout  # z3: on the first proof, not with the package
+        from morello_asp.solver.proofs.obligations import prove_layout  # z3: on the first proof, not with the package
 
         ob = prove_layout(layout, leaf.operand_shapes[operand])
         if ob.status == "refuted":

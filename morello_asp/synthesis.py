@@ -12,15 +12,15 @@ from morello_asp.default_table import DEFAULT_TABLE
 from morello_asp.errors import InputTypeError, SpecTypeError
 from morello_asp.guides import guided
 from morello_asp.ir import Impl
-from morello_asp.solver.dp import Progress, Search
-from morello_asp.solver.engine import get_engine
-from morello_asp.solver.memo_db import default_table
-from morello_asp.solver.rule_check import check_rules
+from morello_asp.solver.logic.rule_check import check_rules
+from morello_asp.solver.memo.sqlite import default_table
+from morello_asp.solver.search.dp import Progress, Search
+from morello_asp.solver.search.engine import get_engine
 from morello_asp.spec import Spec, parse_spec
 from morello_asp.target import Target, as_target
 
 if TYPE_CHECKING:
-    from morello_asp.solver.dp import Progress, Search
+    from morello_asp.solver.search.dp import Progress, Search
 
 
 def make_search(
@@ -56,7 +56,7 @@ def _checked_args(rules, db: Any, progress) -> tuple:
         )
     if not isinstance(progress, bool | None) and not all(hasattr(progress, m) for m in ("update", "done")):
         raise InputTypeError(
-            f"progress={progress!r}: expected a morello_asp.solver.dp.Progress, True (a display on a terminal) "
+            f"progress={progress!r}: expected a morello_asp.solver.search.dp.Progress, True (a display on a terminal) "
             "or None/False (none)"
         )
     return rules
@@ -78,7 +78,7 @@ def open_db(db: Any, engine):
         db = path
     if hasattr(db, "get") and hasattr(db, "put"):
         return db
-    from morello_asp.solver.memo_db import open_memo  # persistent table
+    from morello_asp.solver.memo.sqlite import open_memo  # persistent table
 
     return open_memo(Path(db), engine)
 

@@ -17,7 +17,7 @@ from morello_asp import native
 from morello_asp.encodings import DIR
 from morello_asp.errors import RuleError, TargetError
 from morello_asp.kinds import builtin_files
-from morello_asp.solver.logic_files import read_logic, with_includes
+from morello_asp.solver.logic.files import read_logic, with_includes
 from morello_asp.user_cache import pickled, stamp
 
 ENCODINGS = DIR
@@ -326,5 +326,5 @@ def as_target(t: str | Path | Target | None) -> Target:
 
 
 def engine_files(target, rules) -> list[Path]:
-    """The files an engine for `target` and `rules` loads (solver/engine.py, Engine)."""
+    """The files an engine for `target` and `rules` loads (solver/search/engine.py, Engine)."""
     return [ENCODINGS / "synth.lp", *builtin_files(), *as_target(target).files, *(rule_file(r) for r in rules)]

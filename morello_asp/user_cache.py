@@ -1,7 +1,8 @@
 """The user's cache directory, $MORELLO_ASP_CACHE or ~/.cache/morello-asp: compiled
-modules (codegen.build) and the default memo tables (solver.memo_db.default_table) live
-there, side by side, with what an engine remembers between runs (solver/anonymous_vars.py,
-solver/catalog_proofs.py) and the built-in kinds (morello_asp/kinds.py)."""
+modules (codegen/build.py), the default memo tables (solver/memo/sqlite.py,
+default_table) and the native target (morello_asp/native.py) live there, side by side,
+with what an engine remembers between runs (solver/logic/anonymous_vars.py,
+solver/proofs/catalog.py) and the built-in kinds (morello_asp/kinds/declared.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The engine grounds copies of the rule files whose anonymous variables are named
-(solver/anonymous_vars.py): the same answers as the files as written, with lines and
+(solver/logic/anonymous_vars.py): the same answers as the files as written, with lines and
 columns kept for clingo's messages."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from morello_asp import parse_spec
-from morello_asp.solver import clingo_run
-from morello_asp.solver.anonymous_vars import name_anonymous
-from morello_asp.solver.engine import Engine
-from morello_asp.solver.facts import spec_facts
+from morello_asp.solver.logic import clingo_run
+from morello_asp.solver.logic.anonymous_vars import name_anonymous
+from morello_asp.solver.search.engine import Engine
+from morello_asp.solver.search.facts import spec_facts
 
 
 def test_names_the_anonymous_variables_of_positive_body_literals_only():

@@ -1,8 +1,8 @@
-"""Reading clingo's printed answer (solver/answer.py) on answers written by hand: the
+"""Reading clingo's printed answer (solver/logic/answer.py) on answers written by hand: the
 shapes the rules print, and the ones a user's rule file may (deep terms, strings with
 spaces, commas and quotes)."""
 
-from morello_asp.solver.answer import errors, parse
+from morello_asp.solver.logic.answer import errors, parse
 
 DEEP = "f(g(h(i(1))),x)"  # four levels of parentheses
 
@@ -67,7 +67,7 @@ def test_a_child_that_states_nothing_is_its_parent(tmp_path):
     the rules would state them: for a child stating nothing, the key must give back the
     parent's own class (stride, contiguousness, alignment, vector size, packed layout)."""
     from morello_asp import parse_spec
-    from morello_asp.solver.engine import Engine
+    from morello_asp.solver.search.engine import Engine
 
     tracked = tmp_path / "tracked.lp"
     tracked.write_text("track_alignment.\n")

@@ -170,7 +170,7 @@ def test_synthesize_names_an_argument_of_the_wrong_type():
         (dict(db=b"m.db"), "db=b'm.db': expected a memo table file path"),
         (dict(rules=42), "rules=42: expected a rule file path or rule set name"),
         (dict(rules=[1.5]), r"rules: 1.5 \(float\) is not a rule file path"),
-        (dict(progress="yes"), "progress='yes': expected a morello_asp.solver.dp.Progress"),
+        (dict(progress="yes"), "progress='yes': expected a morello_asp.solver.search.dp.Progress"),
     ]
     for kw, want in cases:
         with pytest.raises(InputTypeError, match=want) as e:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from morello_asp import parse_spec
-from morello_asp.solver.dp import Search
-from morello_asp.solver.engine import Engine
-from morello_asp.solver.memo import DictMemo
+from morello_asp.solver.memo.table import DictMemo
+from morello_asp.solver.search.dp import Search
+from morello_asp.solver.search.engine import Engine
 
 
 def _search(text: str):
@@ -38,7 +38,7 @@ def test_matmul_declares_its_batch():
 
     assert kind("Matmul").dims[0] == "b"
     eng = Engine("avx2")
-    from morello_asp.solver import clingo_run
+    from morello_asp.solver.logic import clingo_run
 
     rc, text, _ = clingo_run.answer(eng._files, eng._text([]) + "#show kb(K, N) : kind_batch(K, N).\n")
     assert rc == 30 and {"kb(matmul,b)", "kb(matmul_accum,b)"} <= set(text.split())

@@ -8,7 +8,7 @@ import pytest
 
 from morello_asp import parse_spec
 from morello_asp.errors import RuleError
-from morello_asp.solver.engine import Engine
+from morello_asp.solver.search.engine import Engine
 from morello_asp.synthesis import synthesize
 
 # B of 32 x 256 f32 is 512 lines (all of L1 as avx2 models it: 8 ways x 64 sets); its

@@ -11,7 +11,7 @@ from morello_asp import parse_spec
 from morello_asp.codegen.api import compile_many
 from morello_asp.codegen.calibration import LOOP, NO_VECTORIZE, CostTerms, read_calibration, recost, sample_program
 from morello_asp.codegen.ctarget import get_ctarget
-from morello_asp.solver.engine import get_engine
+from morello_asp.solver.search.engine import get_engine
 from morello_asp.synthesis import make_search, synthesize
 from morello_asp.target import get_target
 

@@ -16,7 +16,7 @@ PROGRAM = "n(0..19999).\n#show n/1.\n"
 CHILD = textwrap.dedent(
     """
     import sys
-    from morello_asp.solver import clingo_run
+    from morello_asp.solver.logic import clingo_run
 
     def writes():
         with open("/proc/self/io") as f:

@@ -18,7 +18,7 @@ from morello_asp.codegen.reference import reference, tolerance
 from morello_asp.errors import ScheduleError, SpecError
 from morello_asp.kinds.compose import dataflow_graph, execution_order
 from morello_asp.serialize import from_json, to_json
-from morello_asp.solver.verify import verify
+from morello_asp.solver.proofs.verify import verify
 from morello_asp.synthesis import synthesize
 
 

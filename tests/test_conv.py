@@ -11,7 +11,7 @@ import pytest
 from morello_asp.codegen.reference import flops, random_operands, reference
 from morello_asp.errors import ScheduleError
 from morello_asp.guides import hand_rewrites
-from morello_asp.solver.verify import verify
+from morello_asp.solver.proofs.verify import verify
 from morello_asp.spec import parse_spec
 from morello_asp.synthesis import synthesize
 
@@ -165,10 +165,10 @@ def test_register_block_recipe_is_in_the_search_space():
     """The oneDNN-style recipe (16 output channels in two vectors, a row of output pixels
     in registers, channels innermost) is reachable by the search, and the search finds a
     program that costs no more."""
-    from morello_asp.solver.dp import Search
-    from morello_asp.solver.engine import get_engine
-    from morello_asp.solver.memo import DictMemo
-    from morello_asp.solver.search_space import outside_search
+    from morello_asp.solver.memo.table import DictMemo
+    from morello_asp.solver.search.dp import Search
+    from morello_asp.solver.search.engine import get_engine
+    from morello_asp.solver.search.space import outside_search
 
     spec = parse_spec(channels_last("1x16x8x2x4x3x3"))
     recipe = synthesize(spec, guide="conv")

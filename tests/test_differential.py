@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from morello_asp import parse_spec
 from morello_asp.recipes import complete, scalar
-from morello_asp.solver.dp import Search
-from morello_asp.solver.engine import get_engine
-from morello_asp.solver.memo import DictMemo
-from morello_asp.solver.verify import verify
+from morello_asp.solver.memo.table import DictMemo
+from morello_asp.solver.proofs.verify import verify
+from morello_asp.solver.search.dp import Search
+from morello_asp.solver.search.engine import get_engine
 
 LAYOUTS = ["row_major", "col_major"]
 SHARED = DictMemo()  # later examples reuse earlier sub-specs, as a memo table would

@@ -34,7 +34,7 @@ def test_census_of_a_cold_search_names_the_rule_files(benchmark_script, capsys):
     per-file totals add up to the matches in all."""
     import re
 
-    from morello_asp.solver.engine import Engine
+    from morello_asp.solver.search.engine import Engine
 
     grounding = benchmark_script("grounding")
     program = grounding.print_census(2, 1000, Engine("avx2")._files)

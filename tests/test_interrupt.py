@@ -196,7 +196,7 @@ def check_interrupted(rc: int, err: str) -> None:
 
 @pytest.mark.skipif(not SCRIPT.exists(), reason="needs the installed morello-asp script")
 @pytest.mark.parametrize(
-    "module", ["clingo", "morello_asp.solver.dp", "morello_asp.cli", "morello_asp.solver.engine", "z3"]
+    "module", ["clingo", "morello_asp.solver.search.dp", "morello_asp.cli", "morello_asp.solver.search.engine", "z3"]
 )
 def test_ctrl_c_while_the_command_starts_is_one_line_and_130(module):
     """Issue 56: Ctrl-C in the first 0.2 s of a command printed a KeyboardInterrupt
@@ -247,7 +247,7 @@ def test_api_search_stops_at_a_safe_point_on_sigint(tmp_path):
     script = f"""
 import os, signal, sqlite3, sys, threading, time
 from morello_asp.errors import Interrupted
-from morello_asp.solver import clingo_run
+from morello_asp.solver.logic import clingo_run
 from morello_asp.synthesis import synthesize
 db = sys.argv[1]
 def later():
@@ -284,7 +284,7 @@ def test_progress_shows_work_in_every_phase():
     import io
 
     from morello_asp import parse_spec
-    from morello_asp.solver.dp import Progress
+    from morello_asp.solver.search.dp import Progress
     from morello_asp.synthesis import make_search
 
     class Tty(io.StringIO):

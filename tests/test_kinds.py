@@ -192,7 +192,7 @@ def test_user_max_reduction_starts_from_its_fill(user_kinds):
 
 
 def test_affine_kind_tiles_with_halos_and_proves(conv1):
-    from morello_asp.solver.verify import verify
+    from morello_asp.solver.proofs.verify import verify
 
     spec = parse_spec("Conv1d(10x3, f32)", rules=[conv1])
     k = spec.k
@@ -213,7 +213,7 @@ def test_affine_kind_tiles_with_halos_and_proves(conv1):
 def test_affine_hand_schedule_with_boundaries_runs(conv1):
     """Tiles that do not divide the outputs leave boundary regions whose image views are
     shorter; the whole program is proved and checked."""
-    from morello_asp.solver.verify import verify
+    from morello_asp.solver.proofs.verify import verify
 
     spec = parse_spec("Conv1dAccum(11x4, f32)", rules=[conv1])
     loop = spec.tile([4, 3])

@@ -9,10 +9,10 @@ import pytest
 
 from morello_asp import parse_spec
 from morello_asp.errors import ScheduleError, SpecError
-from morello_asp.solver.dp import Search
-from morello_asp.solver.engine import get_engine
-from morello_asp.solver.memo import DictMemo
-from morello_asp.solver.verify import verify
+from morello_asp.solver.memo.table import DictMemo
+from morello_asp.solver.proofs.verify import verify
+from morello_asp.solver.search.dp import Search
+from morello_asp.solver.search.engine import get_engine
 from morello_asp.target import get_target
 
 L2_TARGET = Path(__file__).parent.parent / "examples" / "avx2_l2.lp"

@@ -10,10 +10,10 @@ from morello_asp import ScheduleError, parse_spec
 from morello_asp.guides import blis, hand_rewrites
 from morello_asp.ir import Loop
 from morello_asp.recipes import fast_matmul
-from morello_asp.solver.dp import Search
-from morello_asp.solver.engine import get_engine
-from morello_asp.solver.memo import DictMemo
-from morello_asp.solver.search_space import outside_search
+from morello_asp.solver.memo.table import DictMemo
+from morello_asp.solver.search.dp import Search
+from morello_asp.solver.search.engine import get_engine
+from morello_asp.solver.search.space import outside_search
 
 
 def check_numpy(imp):

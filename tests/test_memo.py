@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from morello_asp.solver.coords import from_coords, to_coords
-from morello_asp.solver.engine import Action
-from morello_asp.solver.memo import Decision, DictMemo, RectMemo, _intersects
+from morello_asp.solver.memo.coords import from_coords, to_coords
+from morello_asp.solver.memo.table import Decision, DictMemo, RectMemo, _intersects
+from morello_asp.solver.search.engine import Action
 from morello_asp.spec import parse_spec
 
 BASES = [

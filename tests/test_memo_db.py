@@ -16,7 +16,7 @@ import pytest
 
 from morello_asp import parse_spec
 from morello_asp.errors import MorelloError
-from morello_asp.solver.memo import Decision
+from morello_asp.solver.memo.table import Decision
 from morello_asp.synthesis import synthesize
 
 SPEC = "Matmul(4x4x8, f32)"
@@ -89,7 +89,7 @@ def test_a_table_refused_for_its_rules_names_them_and_how_to_use_it(tmp_path, ca
     with sqlite3.connect(str(db)) as c:
         assert json.loads(c.execute("SELECT v FROM meta WHERE k = 'rules'").fetchone()[0]) == [str(extra)]
     extra.write_text(extra.read_text() + "% edited\n")
-    from morello_asp.solver import engine
+    from morello_asp.solver.search import engine
 
     monkeypatch.setattr(engine, "_ENGINES", {})  # as a new process would: the engine reads the file as it is now
     err = refused("--rules", str(extra))
@@ -144,9 +144,9 @@ def test_two_processes_on_one_file(tmp_path):
 def test_a_running_search_sees_rows_another_writer_committed(tmp_path):
     """Two tables open on one file, as two processes would have them: what one commits,
     the other finds on its next miss (refresh), and the program built from it runs."""
-    from morello_asp.solver.dp import Search
-    from morello_asp.solver.engine import get_engine
-    from morello_asp.solver.memo_db import open_memo
+    from morello_asp.solver.memo.sqlite import open_memo
+    from morello_asp.solver.search.dp import Search
+    from morello_asp.solver.search.engine import get_engine
 
     engine = get_engine()
     db = tmp_path / "shared.db"
@@ -172,7 +172,7 @@ def test_a_second_connection_leaves_the_first_ones_locks(tmp_path):
     (closing any descriptor of a file drops the process's POSIX locks on it): another
     process, seeing none, would checkpoint and delete the write-ahead log under the
     first connection, and what it wrote next would be lost."""
-    from morello_asp.solver.memo_db import connect
+    from morello_asp.solver.memo.sqlite import connect
 
     p = tmp_path / "t.db"
     first = connect(p, create=True)
@@ -198,8 +198,8 @@ def test_a_second_connection_leaves_the_first_ones_locks(tmp_path):
 def test_logic_hash_covers_included_files(tmp_path):
     """A table is keyed by what its rules say: a change in a file that another #includes
     (as synth.lp includes rules/*.lp) is a change of rules, and the table is not reused."""
-    from morello_asp.solver.logic_files import with_includes
-    from morello_asp.solver.memo_db import logic_hash
+    from morello_asp.solver.logic.files import with_includes
+    from morello_asp.solver.memo.sqlite import logic_hash
     from morello_asp.target import engine_files
 
     (tmp_path / "sub").mkdir()
@@ -217,7 +217,7 @@ def test_an_engine_grounds_the_rules_as_they_were_when_it_started(tmp_path):
     """Editing a rule file during a search does not change the search's rules: the
     engine grounds copies taken when it started, and keys its tables by their hash."""
     from morello_asp.errors import ScheduleError
-    from morello_asp.solver.engine import Engine
+    from morello_asp.solver.search.engine import Engine
 
     rule = tmp_path / "no_tiles.lp"
     rule.write_text("% forbids nothing yet\n")
@@ -236,7 +236,7 @@ def test_an_engine_grounds_the_rules_as_they_were_when_it_started(tmp_path):
 def test_a_file_included_by_an_absolute_path_is_in_the_snapshot_too(tmp_path):
     """A rule file may #include another by its absolute path; the engine's copy includes
     the copy of that file, so an edit of it during a search changes nothing either."""
-    from morello_asp.solver.engine import Engine
+    from morello_asp.solver.search.engine import Engine
 
     inner = tmp_path / "elsewhere" / "forbid.lp"
     inner.parent.mkdir()
@@ -262,7 +262,7 @@ def test_snapshots_of_processes_that_are_gone_are_removed(tmp_path):
     import os
     import subprocess
 
-    from morello_asp.solver.logic_files import _remove_orphans
+    from morello_asp.solver.logic.files import _remove_orphans
 
     gone = subprocess.Popen(["true"])
     gone.wait()
@@ -277,10 +277,10 @@ def test_a_look_up_reads_only_the_rows_of_its_key(tmp_path, monkeypatch):
     """A table is read per key when first needed: answering one spec reads the rows of
     its key, not the whole file; listing every box reads the rest, and the two agree
     with the rows on disk. With the box index, a look-up reads no key whole."""
-    from morello_asp.solver import memo_db
-    from morello_asp.solver.coords import to_coords
-    from morello_asp.solver.engine import get_engine
-    from morello_asp.solver.memo_db import open_memo
+    from morello_asp.solver.memo import sqlite as memo_db
+    from morello_asp.solver.memo.coords import to_coords
+    from morello_asp.solver.memo.sqlite import open_memo
+    from morello_asp.solver.search.engine import get_engine
 
     db = tmp_path / "t.db"
     imp = synthesize("Matmul(4x4x4, f32)", db=db)
@@ -302,7 +302,7 @@ def test_a_look_up_reads_only_the_rows_of_its_key(tmp_path, monkeypatch):
 
 def _box_index_rows(db):
     """(seq, key, bounds on the indexed axes) of every row, from the rows and from the index."""
-    from morello_asp.solver.memo_db import BOX_AXES
+    from morello_asp.solver.memo.sqlite import BOX_AXES
 
     with sqlite3.connect(str(db)) as c:
         want = set()
@@ -323,8 +323,8 @@ def test_the_box_index_follows_every_row_and_is_built_for_older_tables(tmp_path)
     """The box index holds each row's key and bounds, through the inserts, merges and
     deletes of a search (triggers in the file); a table written without it gets it when
     opened, and then answers as before."""
-    from morello_asp.solver.engine import get_engine
-    from morello_asp.solver.memo_db import open_memo
+    from morello_asp.solver.memo.sqlite import open_memo
+    from morello_asp.solver.search.engine import get_engine
 
     db = tmp_path / "t.db"
     synthesize("Matmul(4x8x8, f32)", db=db)
@@ -348,9 +348,9 @@ def test_the_box_index_follows_every_row_and_is_built_for_older_tables(tmp_path)
 
 def test_a_table_without_the_rtree_module_reads_whole_keys(tmp_path, monkeypatch):
     """Where SQLite lacks the R*Tree module, the table works as before: keys read whole."""
-    from morello_asp.solver import memo_db
-    from morello_asp.solver.engine import get_engine
-    from morello_asp.solver.memo_db import open_memo
+    from morello_asp.solver.memo import sqlite as memo_db
+    from morello_asp.solver.memo.sqlite import open_memo
+    from morello_asp.solver.search.engine import get_engine
 
     monkeypatch.setattr(memo_db, "_BOX_SQL", tuple(q.replace("rtree_i32", "no_such_rtree") for q in memo_db._BOX_SQL))
     db = tmp_path / "t.db"
@@ -367,10 +367,11 @@ def test_a_key_scanned_before_filing_answers_as_the_filed_key(tmp_path, monkeypa
     """A key read from the file is scanned row by row for its first look-ups and filed in
     the point index after: both give every box's corners the same answer (the first box by
     sequence that contains the point), as does a table filed from the start."""
-    from morello_asp.solver import memo, memo_db
-    from morello_asp.solver.coords import from_coords
-    from morello_asp.solver.engine import get_engine
-    from morello_asp.solver.memo_db import open_memo
+    from morello_asp.solver.memo import sqlite as memo_db
+    from morello_asp.solver.memo import table as memo
+    from morello_asp.solver.memo.coords import from_coords
+    from morello_asp.solver.memo.sqlite import open_memo
+    from morello_asp.solver.search.engine import get_engine
 
     db = tmp_path / "t.db"
     synthesize("Matmul(4x4x8, f32)", db=db)
@@ -433,9 +434,9 @@ def test_a_merged_table_rebuilds_the_sources_programs_without_grounding(tmp_path
     destination's key ids), so a program of a source is rebuilt from the merged table
     with no clingo call, and it is the source's program."""
     from morello_asp.cli.db import merge
-    from morello_asp.solver.dp import Search
-    from morello_asp.solver.engine import Engine
-    from morello_asp.solver.memo_db import open_memo
+    from morello_asp.solver.memo.sqlite import open_memo
+    from morello_asp.solver.search.dp import Search
+    from morello_asp.solver.search.engine import Engine
 
     def build(db, spec):
         engine = Engine("avx2")  # fresh: a table keeps the classes its search grounded
@@ -459,9 +460,9 @@ def test_boxes_and_expansions_read_back_as_the_search_left_them(tmp_path):
     """The file holds the boxes the search merged in memory, row for row, and each spec
     class the search saved reads back from it, in a fresh engine, as the search grounded
     it: the same rewrites, children, child keys, kernel costs and allocations."""
-    from morello_asp.solver.dp import Search
-    from morello_asp.solver.engine import Engine
-    from morello_asp.solver.memo_db import open_memo
+    from morello_asp.solver.memo.sqlite import open_memo
+    from morello_asp.solver.search.dp import Search
+    from morello_asp.solver.search.engine import Engine
 
     db = tmp_path / "m.db"
     engine = Engine("avx2")  # its own: the shared one knows classes of other tests
@@ -495,7 +496,7 @@ def test_a_table_killed_during_a_checkpoint_opens(tmp_path):
     """kill -9 while SQLite copies the write-ahead log into the file can leave the header
     declaring more pages than the file has yet; the log holds them, so this is no
     truncated table (it was refused as one, now and then, after kill -9)."""
-    from morello_asp.solver.memo_db import connect
+    from morello_asp.solver.memo.sqlite import connect
 
     db = tmp_path / "w.db"
     con = sqlite3.connect(str(db), isolation_level=None)
@@ -544,8 +545,8 @@ def test_a_changed_cost_term_changes_the_memo_key(tmp_path, monkeypatch):
     from morello_asp.cost import cost_fingerprint
     from morello_asp.errors import MemoError
     from morello_asp.rewrites.tile import Tile
-    from morello_asp.solver.engine import get_engine
-    from morello_asp.solver.memo_db import default_table
+    from morello_asp.solver.memo.sqlite import default_table
+    from morello_asp.solver.search.engine import get_engine
 
     db = tmp_path / "m.db"
     synthesize(parse_spec("Matmul(2x2x2, f32)"), db=str(db))

@@ -15,8 +15,8 @@ from morello_asp.errors import CodegenError
 from morello_asp.ir import Alloc, KernelApp
 from morello_asp.rewrites import for_node
 from morello_asp.serialize import from_json, to_json
-from morello_asp.solver.obligations import prove_cast
-from morello_asp.solver.verify import verify
+from morello_asp.solver.proofs.obligations import prove_cast
+from morello_asp.solver.proofs.verify import verify
 
 BF16 = ml_dtypes.bfloat16
 LIMITS = "[16, 16, 1024, 33554432]"
@@ -67,7 +67,7 @@ def test_prove_cast_refutes_lossy_casts():
 
 
 def test_search_offers_casts_into_registers_with_the_new_dtype_bytes():
-    from morello_asp.solver.engine import get_engine
+    from morello_asp.solver.search.engine import get_engine
 
     spec = parse_spec(
         f"(MatmulAccum(1x1x1x16, (bf16, L1, row_major), (bf16, L1, row_major), (f32, L1, row_major), serial), {LIMITS})"

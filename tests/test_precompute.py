@@ -24,8 +24,8 @@ import pytest
 from test_interrupt import alive, children  # process helpers (tests/ is on sys.path)
 
 from morello_asp.errors import InputError, MemoError, MorelloError
-from morello_asp.solver import precompute as pc
-from morello_asp.solver.precompute_exec import LocalExecutor, can_isolate, isolated
+from morello_asp.solver.precompute import driver as pc
+from morello_asp.solver.precompute.executors import LocalExecutor, can_isolate, isolated
 from morello_asp.spec import parse_spec
 
 CLI = [sys.executable, "-m", "morello_asp.cli"]
@@ -161,7 +161,7 @@ def _answer(tables, mutate=None, big=False, **over) -> bytes:
     d = tables[0]
     got = [[k, json.loads(lo), json.loads(hi), v] for _, k, lo, hi, v in rows(d / "one.db")]
     got = [r for r in got if r[1][:-4] == r[2][:-4] and (not big or "shape" not in r[0] and r[1][1] > 0)][:10]
-    from morello_asp.solver.memo_db import logic_hash
+    from morello_asp.solver.memo.sqlite import logic_hash
     from morello_asp.target import engine_files
 
     ans = {"protocol": pc.PROTOCOL, "hash": logic_hash(engine_files(None, ())), "rows": got, "seconds": 0.1}
@@ -172,7 +172,7 @@ def _answer(tables, mutate=None, big=False, **over) -> bytes:
 
 
 def _validator():
-    from morello_asp.solver.memo_db import logic_hash
+    from morello_asp.solver.memo.sqlite import logic_hash
     from morello_asp.target import as_target, engine_files
 
     t = as_target(None)
@@ -268,9 +268,9 @@ def test_an_unfinished_run_is_continued_only_with_resume(tmp_path):
 # --------------------------------------------------------------------------- merge
 def test_db_merge_combines_tables_and_refuses_other_rules(tables, tmp_path):
     from morello_asp.cli.db import merge
-    from morello_asp.solver.coords import from_coords
-    from morello_asp.solver.memo import denormalize
-    from morello_asp.solver.memo_db import SqliteMemo, decode_decision
+    from morello_asp.solver.memo.coords import from_coords
+    from morello_asp.solver.memo.sqlite import SqliteMemo, decode_decision
+    from morello_asp.solver.memo.table import denormalize
 
     d = tables[0]
     n, before, after = merge(str(tmp_path / "m.db"), [str(d / "one.db"), str(d / "two.db")])
@@ -359,7 +359,7 @@ def test_a_busy_worker_borrows_idle_cores_and_the_table_is_the_same(tmp_path, mo
     are too small to be split unless told to (forked workers inherit it). Where the
     calls ran does not change the table: it equals a lone worker's, which borrows
     nothing."""
-    from morello_asp.solver import engine
+    from morello_asp.solver.search import engine
 
     monkeypatch.setattr(engine, "SPLIT_MIN", 1)
     grid = pc.Grid("matmul", "f32", 4)
@@ -415,7 +415,7 @@ def test_ctrl_c_keeps_finished_tasks_and_resume_finishes(tmp_path, reference4):
 # --------------------------------------------------------------- a real Ray cluster
 RAY_SCRIPT = r"""
 import os, signal, subprocess, sys, time, sqlite3
-from morello_asp.solver.precompute_exec import LocalRayCluster
+from morello_asp.solver.precompute.executors import LocalRayCluster
 out = sys.argv[1]
 cli = [sys.executable, "-m", "morello_asp.cli", "precompute", "--max-size", "4", "-q"]
 with LocalRayCluster(2) as c:

@@ -12,10 +12,10 @@ import pytest
 
 from morello_asp import parse_spec
 from morello_asp.cli.schedule import figure1
-from morello_asp.solver.dp import Search
-from morello_asp.solver.engine import get_engine
-from morello_asp.solver.memo import DictMemo, RectMemo
-from morello_asp.solver.verify import verify
+from morello_asp.solver.memo.table import DictMemo, RectMemo
+from morello_asp.solver.proofs.verify import verify
+from morello_asp.solver.search.dp import Search
+from morello_asp.solver.search.engine import get_engine
 from morello_asp.target import get_target
 
 RENAMED = Path(__file__).parent / "fixtures" / "renamed_target" / "renamed.lp"

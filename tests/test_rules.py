@@ -9,8 +9,8 @@ import pytest
 
 from morello_asp import parse_spec
 from morello_asp.errors import RuleError
-from morello_asp.solver.engine import Engine
-from morello_asp.solver.facts import spec_facts
+from morello_asp.solver.search.engine import Engine
+from morello_asp.solver.search.facts import spec_facts
 
 ENGINE = Engine()
 TARGET = ENGINE.target
@@ -154,7 +154,7 @@ def test_the_catalog_is_remembered_under_the_hash_of_the_files(tmp_path, monkeyp
     """An engine reads its layout catalog from the user's cache when the logic files are
     the ones it was grounded from, grounds again when the entry is unreadable, and a
     user's file that offers a layout makes another entry."""
-    from morello_asp.solver import engine as engine_module
+    from morello_asp.solver.search import engine as engine_module
 
     monkeypatch.setenv("MORELLO_ASP_CACHE", str(tmp_path))
     first = Engine()

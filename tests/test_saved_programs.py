@@ -11,7 +11,7 @@ from morello_asp import parse_spec
 from morello_asp.cli import main
 from morello_asp.errors import SpecError
 from morello_asp.serialize import load, load_with_rules, save
-from morello_asp.solver.verify import verify
+from morello_asp.solver.proofs.verify import verify
 from morello_asp.synthesis import synthesize
 from morello_asp.target import ENCODINGS
 

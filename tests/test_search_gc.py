@@ -8,9 +8,9 @@ from __future__ import annotations
 import gc
 
 from morello_asp import parse_spec
-from morello_asp.solver.dp import Search
-from morello_asp.solver.engine import Engine
-from morello_asp.solver.memo import DictMemo
+from morello_asp.solver.memo.table import DictMemo
+from morello_asp.solver.search.dp import Search
+from morello_asp.solver.search.engine import Engine
 
 
 def _search(n: int, engine: Engine | None = None):

@@ -18,7 +18,7 @@ from morello_asp import parse_spec
 from morello_asp.codegen.api import max_error
 from morello_asp.codegen.reference import random_operands, reference, tolerance
 from morello_asp.errors import ScheduleError
-from morello_asp.solver.verify import verify
+from morello_asp.solver.proofs.verify import verify
 from morello_asp.synthesis import synthesize
 
 

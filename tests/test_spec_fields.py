@@ -11,10 +11,10 @@ import functools
 import pytest
 
 from morello_asp import parse_spec
-from morello_asp.solver.dp import Search
-from morello_asp.solver.engine import Engine
-from morello_asp.solver.facts import _runs
-from morello_asp.solver.memo import DictMemo
+from morello_asp.solver.memo.table import DictMemo
+from morello_asp.solver.search.dp import Search
+from morello_asp.solver.search.engine import Engine
+from morello_asp.solver.search.facts import _runs
 
 # The first takes ~10 s: the slow part of CI runs it.
 SPECS = [pytest.param("Matmul(4x8x8, f32)", marks=pytest.mark.slow), "Matmul(2x4x4x4, f32)"]

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from morello_asp import parse_spec
 from morello_asp.cost import compute_cost
 from morello_asp.errors import NoImplementationError, RuleError
-from morello_asp.solver.dp import Search
-from morello_asp.solver.engine import Engine, get_engine
-from morello_asp.solver.memo import DictMemo
+from morello_asp.solver.memo.table import DictMemo
+from morello_asp.solver.search.dp import Search
+from morello_asp.solver.search.engine import Engine, get_engine
 from morello_asp.synthesis import synthesize, synthesize_all
 
 SHARED = DictMemo()  # one table across the module: later shapes reuse earlier answers
@@ -25,7 +25,7 @@ def shared_search():
 
 
 def check_runs(imp, rules=()):
-    from morello_asp.solver.verify import verify
+    from morello_asp.solver.proofs.verify import verify
 
     rep = verify(imp, rules)
     assert rep.ok, str(rep)
@@ -44,7 +44,7 @@ def test_synthesized_matmul_grid_matches_numpy(dtype):
     program is proved legal by z3, compiled (all in one C module: one gcc run) and
     checked against numpy."""
     from morello_asp.codegen import compile_many
-    from morello_asp.solver.verify import verify
+    from morello_asp.solver.proofs.verify import verify
 
     search = Search(get_engine(), DictMemo())
     imps = search.build_many([parse_spec(f"Matmul({m}x{k}x{n}, {dtype})") for m, k, n in GRID])
@@ -399,8 +399,8 @@ def test_the_heap_is_frozen_at_exit_after_a_search(search):
     code = (
         "import atexit, gc\n"
         "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
-        "from morello_asp.solver.dp import Search\n"
-        "from morello_asp.solver.engine import Engine\n"
+        "from morello_asp.solver.search.dp import Search\n"
+        "from morello_asp.solver.search.engine import Engine\n"
         "kept = [[i] for i in range(1000)]\n"
     ) + ("Search(Engine('avx2'))\n" if search else "")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

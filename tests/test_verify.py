@@ -17,10 +17,10 @@ from morello_asp.cli.schedule import figure1
 from morello_asp.errors import CodegenError
 from morello_asp.ir import Loop
 from morello_asp.serialize import from_json, load, save, to_json
-from morello_asp.solver.dp import Search
-from morello_asp.solver.engine import get_engine
-from morello_asp.solver.memo import DictMemo
-from morello_asp.solver.verify import prove_layout, verify
+from morello_asp.solver.memo.table import DictMemo
+from morello_asp.solver.proofs.verify import prove_layout, verify
+from morello_asp.solver.search.dp import Search
+from morello_asp.solver.search.engine import get_engine
 
 
 @pytest.mark.parametrize(
@@ -187,7 +187,7 @@ def test_catalog_proofs_are_remembered_only_when_they_succeed(tmp_path, monkeypa
     """An engine proves the layout catalog when it starts; a proof that succeeded is kept
     in the cache directory (a marker per layout), one that fails is proved and reported
     every time."""
-    from morello_asp.solver.catalog_proofs import prove_catalog_layout_cached
+    from morello_asp.solver.proofs.catalog import prove_catalog_layout_cached
 
     monkeypatch.setenv("MORELLO_ASP_CACHE", str(tmp_path))
     good = Layout.parse("[0, 1, 1 p(16)]", 2)

@@ -17,13 +17,13 @@ from morello_asp import parse_spec
 from morello_asp.cli import main
 from morello_asp.ir import loop_regions
 from morello_asp.layout import Layout
-from morello_asp.solver.box_space import BoxSpace
-from morello_asp.solver.coords import from_coords, to_coords
-from morello_asp.solver.engine import Action, get_engine
-from morello_asp.solver.memo import Decision
-from morello_asp.solver.memo_db import open_memo
-from morello_asp.solver.verify import verify_table
-from morello_asp.solver.verify_boxes import sym_layout, sym_regions
+from morello_asp.solver.memo.coords import from_coords, to_coords
+from morello_asp.solver.memo.sqlite import open_memo
+from morello_asp.solver.memo.table import Decision
+from morello_asp.solver.proofs.box_space import BoxSpace
+from morello_asp.solver.proofs.boxes import sym_layout, sym_regions
+from morello_asp.solver.proofs.verify import verify_table
+from morello_asp.solver.search.engine import Action, get_engine
 from morello_asp.synthesis import synthesize
 from morello_asp.target import get_target
 
@@ -246,7 +246,7 @@ def test_dropping_a_boundary_region_breaks_coverage(monkeypatch):
         (0, 0, 0, 0),
     )
     assert verify_table(Boxes([row]), rules=False).ok  # m in 4..16, tiles of 3: boundary rows
-    from morello_asp.solver import verify_boxes  # the tile family states coverage with its sym_regions
+    from morello_asp.solver.proofs import boxes as verify_boxes  # the tile family states coverage with its sym_regions
 
     monkeypatch.setattr(
         verify_boxes, "sym_regions", lambda dims, tile: [r for r in sym_regions(dims, tile) if r.mask != 2]

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from morello_asp.errors import InputError
-from morello_asp.solver.rule_check import check_rules as check
+from morello_asp.solver.logic.rule_check import check_rules as check
 
 INT_MAX = 2**31 - 1  # clingo's integers are 32-bit: no dimension or count beyond this
 
@@ -89,7 +89,7 @@ def check_logic_inputs(args) -> None:
 
 def check_rules(target, rules) -> None:
     """A target file and rule files must be readable UTF-8 files that ground in time
-    (solver/logic_files.py); warnings (a constant that matches nothing) go to stderr."""
+    (solver/logic/files.py); warnings (a constant that matches nothing) go to stderr."""
     import sys
 
     for w in check(target, rules):

@@ -13,10 +13,8 @@ from pathlib import Path
 
 from morello_asp.cli.args import add_rules_option, check_rules, int_range, output_file
 from morello_asp.errors import InputError, MemoError, MorelloError
-from morello_asp.solver.coords import from_coords
-from morello_asp.solver.engine import get_engine
-from morello_asp.solver.memo import RectMemo
-from morello_asp.solver.memo_db import (
+from morello_asp.solver.memo.coords import from_coords
+from morello_asp.solver.memo.sqlite import (
     EXPANSIONS_VERSION,
     SCHEMA_VERSION,
     SqliteMemo,
@@ -27,6 +25,8 @@ from morello_asp.solver.memo_db import (
     open_memo,
     recorded_rules,
 )
+from morello_asp.solver.memo.table import RectMemo
+from morello_asp.solver.search.engine import get_engine
 
 
 def _volume(lo, hi) -> int:
@@ -348,8 +348,10 @@ def _read_expansions(src: str, meta: dict) -> list[tuple[str, str, list]]:
 
 
 def verify(path: str, rules=(), limit: int | None = None, quiet: bool = False) -> int:
-    """Prove every box of the table (solver/verify_boxes.py); 1 if any claim is refuted."""
-    from morello_asp.solver.verify import verify_table  # z3: loaded when this command runs, not for every command
+    """Prove every box of the table (solver/proofs/boxes.py); 1 if any claim is refuted."""
+    from morello_asp.solver.proofs.verify import (
+        verify_table,  # z3: loaded when this command runs, not for every command
+    )
 
     con = _connect(path)
     try:

@@ -87,7 +87,7 @@ def _raise_on_sigterm(signum, frame):
     raise Interrupted(signum)
 
 
-_raise_on_sigterm.raises_interrupted = True  # type: ignore[attr-defined]  # a search may take it over (solver/interrupt.py)
+_raise_on_sigterm.raises_interrupted = True  # type: ignore[attr-defined]  # a search may take it over (solver/logic/interrupt.py)
 
 
 def _silence_stdout() -> None:
@@ -111,7 +111,7 @@ def main(argv=None) -> int:
     try:
         return _main(argv)
     finally:
-        workers = sys.modules.get("morello_asp.solver.clingo_run")
+        workers = sys.modules.get("morello_asp.solver.logic.clingo_run")
         if workers is not None:  # no clingo call outlives the command, even on an error
             workers.shutdown()
         if restore is not None:
@@ -183,7 +183,7 @@ def run_script(fn, name: str) -> int:
     try:
         return _guarded(fn, name, debug=False)
     finally:
-        workers = sys.modules.get("morello_asp.solver.clingo_run")
+        workers = sys.modules.get("morello_asp.solver.logic.clingo_run")
         if workers is not None:
             workers.shutdown()
 

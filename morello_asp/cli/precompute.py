@@ -1,13 +1,13 @@
 """`morello-asp precompute`: fill a memo table with every spec of a grid, in parallel
-(solver/precompute.py), on this machine's cores or a Ray cluster."""
+(solver/precompute/driver.py), on this machine's cores or a Ray cluster."""
 
 from __future__ import annotations
 
 import sys
 
 from morello_asp.cli.args import add_rules_option, add_target_option, check_logic_inputs, int_range
-from morello_asp.solver.precompute import Grid, Progress, load_kinds, precompute
-from morello_asp.solver.precompute_exec import LocalExecutor, RayExecutor
+from morello_asp.solver.precompute.driver import Grid, Progress, load_kinds, precompute
+from morello_asp.solver.precompute.executors import LocalExecutor, RayExecutor
 
 
 def _precompute(args) -> int:

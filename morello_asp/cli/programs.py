@@ -34,7 +34,9 @@ def load_program(args):
         imp, saved = load_with_rules(file_or_spec)
         rules = saved + rules
         if not args.no_verify:
-            from morello_asp.solver.verify import verify  # z3: loaded when this command runs, not for every command
+            from morello_asp.solver.proofs.verify import (
+                verify,  # z3: loaded when this command runs, not for every command
+            )
 
             rep = verify(imp, rules)
             if not rep.ok:

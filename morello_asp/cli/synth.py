@@ -14,9 +14,9 @@ from morello_asp.graph import compose_graph, write_graph
 from morello_asp.guides import guided, hand_rewrites
 from morello_asp.rewrites import family
 from morello_asp.serialize import save, to_json
-from morello_asp.solver.dp import Progress
-from morello_asp.solver.engine import get_engine
-from morello_asp.solver.memo_db import default_table
+from morello_asp.solver.memo.sqlite import default_table
+from morello_asp.solver.search.dp import Progress
+from morello_asp.solver.search.engine import get_engine
 from morello_asp.spec import parse_spec
 from morello_asp.synthesis import DEFAULT_TABLE, make_search
 from morello_asp.target import as_target
@@ -193,7 +193,9 @@ def _synth(args):
         )
     if args.verify:
         try:
-            from morello_asp.solver.verify import verify  # z3: loaded when this command runs, not for every command
+            from morello_asp.solver.proofs.verify import (
+                verify,  # z3: loaded when this command runs, not for every command
+            )
         except ImportError as err:
             raise MorelloError(f"verification is not available: {err}") from None
         report = verify(imp, args.rules or ())

@@ -9,7 +9,7 @@ from morello_asp.serialize import load_with_rules
 
 
 def _verify(args):
-    from morello_asp.solver.verify import (  # z3: loaded when this command runs, not for every command
+    from morello_asp.solver.proofs.verify import (  # z3: loaded when this command runs, not for every command
         prove_layout,
         verify,
     )

@@ -21,12 +21,12 @@ if TYPE_CHECKING:
     from morello_asp.codegen.emitter import Emitter, View
     from morello_asp.ir import Impl
     from morello_asp.printer import Listing
-    from morello_asp.solver.box_space import BoxSpace
-    from morello_asp.solver.engine import Expansion
-    from morello_asp.solver.facts import LayoutIds
-    from morello_asp.solver.obligations import Obligation
-    from morello_asp.solver.verify import ProgramContext
-    from morello_asp.solver.verify_boxes import BoxObligation, BoxProver
+    from morello_asp.solver.proofs.box_space import BoxSpace
+    from morello_asp.solver.proofs.boxes import BoxObligation, BoxProver
+    from morello_asp.solver.proofs.obligations import Obligation
+    from morello_asp.solver.proofs.verify import ProgramContext
+    from morello_asp.solver.search.engine import Expansion
+    from morello_asp.solver.search.facts import LayoutIds
     from morello_asp.spec import Spec
     from morello_asp.target import Target
 
@@ -93,7 +93,7 @@ class Rewrite(ABC):
 
     def allocations(self, node: Impl, target: Target) -> list[tuple[int, int]]:
         """(level index, units) of each buffer the node allocates for its children's
-        lifetime (solver/verify.py adds them up along every path); none by default."""
+        lifetime (solver/proofs/verify.py adds them up along every path); none by default."""
         return []
 
     def peak(self, node: Impl, child_peaks: list[tuple[int, ...]], target: Target) -> tuple[int, ...]:

@@ -175,8 +175,8 @@ class Move(Rewrite):
     def program_obligations(self, node, ctx):
         """The new buffer's layout is a bijection onto it, and a cast is exact (every
         value of the old dtype is one of the new); memory is checked for the whole
-        program by solver/verify.py."""
-        from morello_asp.solver.obligations import (  # z3: on the first proof, not with the package
+        program by solver/proofs/verify.py."""
+        from morello_asp.solver.proofs.obligations import (  # z3: on the first proof, not with the package
             Obligation,
             prove_cast,
             prove_layout,
@@ -205,9 +205,13 @@ class Move(Rewrite):
     def box_obligations(self, prover, head, seq, sp, a):
         import z3
 
-        from morello_asp.solver.box_space import as_bool, mod, sym_units  # z3: on the first proof, not with the package
-        from morello_asp.solver.obligations import prove_cast  # z3: on the first proof, not with the package
-        from morello_asp.solver.verify_boxes import BoxObligation, value  # z3: on the first proof, not with the package
+        from morello_asp.solver.proofs.box_space import (  # z3: on the first proof, not with the package
+            as_bool,
+            mod,
+            sym_units,
+        )
+        from morello_asp.solver.proofs.boxes import BoxObligation, value  # z3: on the first proof, not with the package
+        from morello_asp.solver.proofs.obligations import prove_cast  # z3: on the first proof, not with the package
 
         op, level, layout, v, dt = unpack(a)
         v = v or 0
@@ -260,7 +264,7 @@ def _same_spec_around(node):
     and shape with the other operands as they were, and its load and store move the
     operand's whole shape. (A program file edited by hand could say otherwise, and the
     C is generated from what each node says.)"""
-    from morello_asp.solver.obligations import Obligation  # z3: on the first proof, not with the package
+    from morello_asp.solver.proofs.obligations import Obligation  # z3: on the first proof, not with the package
 
     spec, body = node.spec, node.body.spec
     what = f"{spec.short()}: the move of operand {node.operand} keeps the kind, the shape and the other operands"

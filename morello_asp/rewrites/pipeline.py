@@ -37,7 +37,7 @@ from morello_asp.spec import parse_tensor_spec, tensor_text
 from morello_asp.target import engine_files, get_target
 
 if TYPE_CHECKING:
-    from morello_asp.solver.obligations import Obligation
+    from morello_asp.solver.proofs.obligations import Obligation
 
 
 def action(step: str, level: str = "", layout=None, vector_size: int | None = None, index: int = 0) -> Action:
@@ -301,7 +301,7 @@ class PipelineFamily(Rewrite):
 # a buffer passed twice to one stage is safe in place (a pointwise kind, the same
 # coordinates on both sides); intermediates' layouts are bijections. Their memory, live
 # while every stage runs, is summed with the rest of the program's along each path by
-# solver/verify.py (prove_memory, through the family's `allocations`).
+# solver/proofs/verify.py (prove_memory, through the family's `allocations`).
 #
 # Of a memo box: the intermediates fit under the box's lowest limit at their level, and a
 # vector size divides their volume, for every spec of the box.
@@ -311,7 +311,7 @@ def _covers(what: str, writes: list[tuple[str, tuple[int, ...]]], shape: tuple[i
     """z3: every point of a `shape` buffer lies in some written box (origin 0, extent)."""
     import z3  # z3: on the first proof, not with the package
 
-    from morello_asp.solver.obligations import Obligation, solve  # z3: on the first proof, not with the package
+    from morello_asp.solver.proofs.obligations import Obligation, solve  # z3: on the first proof, not with the package
 
     p = [z3.Int(f"p{d}") for d in range(len(shape))]
     s = z3.Solver()
@@ -325,7 +325,10 @@ def _covers(what: str, writes: list[tuple[str, tuple[int, ...]]], shape: tuple[i
 
 
 def pipeline_obligations(fam, node, ctx) -> list[Obligation]:
-    from morello_asp.solver.obligations import Obligation, prove_layout  # z3: on the first proof, not with the package
+    from morello_asp.solver.proofs.obligations import (  # z3: on the first proof, not with the package
+        Obligation,
+        prove_layout,
+    )
 
     spec = node.spec
     name = f"{node.step} of {spec.short()}"
@@ -421,13 +424,13 @@ def pipeline_obligations(fam, node, ctx) -> list[Obligation]:
 def pipeline_box_obligations(prover, head, seq, sp, a) -> list:
     import z3  # z3: on the first proof, not with the package
 
-    from morello_asp.solver.box_space import (  # z3: on the first proof, not with the package
+    from morello_asp.solver.proofs.box_space import (  # z3: on the first proof, not with the package
         as_bool,
         mod,
         product_of,
         sym_units,
     )
-    from morello_asp.solver.verify_boxes import value  # z3: on the first proof, not with the package
+    from morello_asp.solver.proofs.boxes import value  # z3: on the first proof, not with the package
 
     step, index, level, layout, v = a.args
     if not level:

@@ -74,7 +74,7 @@ class Select(Rewrite):
         """The target's rules apply the kernel to this spec, at the cost recorded: a
         kernel's shape, level and layout conditions are the target's, evaluated by
         clingo on the exact spec, not re-encoded here."""
-        from morello_asp.solver.obligations import Obligation  # z3: on the first proof, not with the package
+        from morello_asp.solver.proofs.obligations import Obligation  # z3: on the first proof, not with the package
 
         what = f"kernel {node.kernel} applies to {node.spec.short()}"
         want = self.action_of(node)
@@ -94,6 +94,6 @@ class Select(Rewrite):
         return [Obligation(what, "proved")]
 
     def box_obligations(self, prover, head, seq, sp, a):
-        """None beyond the rules check (solver/verify_boxes.py rules_obligations), which
+        """None beyond the rules check (solver/proofs/boxes.py rules_obligations), which
         asks the target's rules on every spec class of the box."""
         return []

@@ -126,7 +126,10 @@ class SpatialSplit(Rewrite):
         each of its views lies inside the convolution's operand."""
         import z3
 
-        from morello_asp.solver.obligations import Obligation, solve  # z3: on the first proof, not with the package
+        from morello_asp.solver.proofs.obligations import (  # z3: on the first proof, not with the package
+            Obligation,
+            solve,
+        )
 
         spec, body = node.spec, node.body.spec
         name = f"spatial_split of {spec.short()}"
@@ -160,8 +163,8 @@ class SpatialSplit(Rewrite):
         the rules' children, checked on every spec class of the box)."""
         import z3
 
-        from morello_asp.solver.box_space import as_bool  # z3: on the first proof, not with the package
-        from morello_asp.solver.verify_boxes import value  # z3: on the first proof, not with the package
+        from morello_asp.solver.proofs.box_space import as_bool  # z3: on the first proof, not with the package
+        from morello_asp.solver.proofs.boxes import value  # z3: on the first proof, not with the package
 
         names = sp.kind.dim_names(len(sp.dims))
         b, h = sp.dims[names.index("b")], sp.dims[names.index("h")]

@@ -120,7 +120,10 @@ class Tile(Rewrite):
         bounds; children have their regions' shapes; reductions are split legally."""
         import z3
 
-        from morello_asp.solver.obligations import Obligation, solve  # z3: on the first proof, not with the package
+        from morello_asp.solver.proofs.obligations import (  # z3: on the first proof, not with the package
+            Obligation,
+            solve,
+        )
 
         loop: Loop = node
         spec = loop.spec
@@ -207,7 +210,10 @@ class Tile(Rewrite):
         overlap by the halo)."""
         import z3
 
-        from morello_asp.solver.obligations import Obligation, solve  # z3: on the first proof, not with the package
+        from morello_asp.solver.proofs.obligations import (  # z3: on the first proof, not with the package
+            Obligation,
+            solve,
+        )
 
         spec = loop.spec
         access = spec.k.access(len(spec.shape))
@@ -238,8 +244,8 @@ class Tile(Rewrite):
     def box_obligations(self, prover, head, seq, sp, a):
         import z3
 
-        from morello_asp.solver.box_space import as_bool  # z3: on the first proof, not with the package
-        from morello_asp.solver.verify_boxes import (  # z3: on the first proof, not with the package
+        from morello_asp.solver.proofs.box_space import as_bool  # z3: on the first proof, not with the package
+        from morello_asp.solver.proofs.boxes import (  # z3: on the first proof, not with the package
             BoxObligation,
             sym_regions,
             value,
@@ -340,12 +346,12 @@ class Tile(Rewrite):
         """Each child's vector-register operands still hold whole vectors."""
         import z3
 
-        from morello_asp.solver.box_space import (  # z3: on the first proof, not with the package
+        from morello_asp.solver.proofs.box_space import (  # z3: on the first proof, not with the package
             as_bool,
             mod,
             product_of,
         )
-        from morello_asp.solver.verify_boxes import value  # z3: on the first proof, not with the package
+        from morello_asp.solver.proofs.boxes import value  # z3: on the first proof, not with the package
 
         vlevels = [i for i, name in enumerate(sp.levels) if sp.target.level(name).unit == "vector"]
         if not vlevels:

@@ -77,7 +77,7 @@ class ToAccum(Rewrite):
     def program_obligations(self, node, ctx):
         """The block runs the kind's fill, then its accumulating variant, on the same
         operands."""
-        from morello_asp.solver.obligations import Obligation  # z3: on the first proof, not with the package
+        from morello_asp.solver.proofs.obligations import Obligation  # z3: on the first proof, not with the package
 
         k = node.spec.k
         what = f"to_accum of {node.spec.short()}: the fill then the accumulating variant"
@@ -101,7 +101,7 @@ class ToAccum(Rewrite):
         return [Obligation(what, "refuted", bad[0]) if bad else Obligation(what, "proved")]
 
     def box_obligations(self, prover, head, seq, sp, a):
-        from morello_asp.solver.verify_boxes import BoxObligation  # z3: on the first proof, not with the package
+        from morello_asp.solver.proofs.boxes import BoxObligation  # z3: on the first proof, not with the package
 
         kind = sp.k["kind"]
         ok = any(kk == kind for _, kk in _accum_pairs())

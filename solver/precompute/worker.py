@@ -1,4 +1,4 @@
-"""The worker side of precompute (solver/precompute.py drives it): what runs in a
+"""The worker side of precompute (solver/precompute/driver.py drives it): what runs in a
 worker process or Ray actor (one engine, one replica of the table), and the wire
 format of tasks and answers between driver and workers."""
 
@@ -14,13 +14,13 @@ from pathlib import Path
 
 from morello_asp import kinds
 from morello_asp.errors import MorelloError
-from morello_asp.solver import clingo_run
-from morello_asp.solver.coords import to_coords
-from morello_asp.solver.dp import Search
-from morello_asp.solver.engine import get_engine
-from morello_asp.solver.logic_files import is_shipped
-from morello_asp.solver.memo import DictMemo, RectMemo, limits_range, normalize
-from morello_asp.solver.memo_db import Decoder, encode_decision
+from morello_asp.solver.logic import clingo_run
+from morello_asp.solver.logic.files import is_shipped
+from morello_asp.solver.memo.coords import to_coords
+from morello_asp.solver.memo.sqlite import Decoder, encode_decision
+from morello_asp.solver.memo.table import DictMemo, RectMemo, limits_range, normalize
+from morello_asp.solver.search.dp import Search
+from morello_asp.solver.search.engine import get_engine
 from morello_asp.spec import parse_spec
 from morello_asp.target import engine_files
 

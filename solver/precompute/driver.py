@@ -18,9 +18,9 @@ either is already in the table or is solved by the task itself. Tasks of one sta
 wait for each other.
 
 **Tasks and workers.** A task is one root. A worker (a process of the local executor or
-a Ray actor, `solver/precompute_exec.py`) holds an engine of its own and a read-only
+a Ray actor, `solver/precompute/executors.py`) holds an engine of its own and a read-only
 replica of the table *as it was when the stage began*; it solves the root with the
-ordinary dynamic program (`solver/dp.py`) over that replica plus a task-local table,
+ordinary dynamic program (`solver/search/dp.py`) over that replica plus a task-local table,
 and returns only the decisions it made, as table rows (key, lo, hi, value). A task's
 answer is therefore a function of the task and the table at the stage's start alone,
 whatever worker ran it and whatever ran beside it.
@@ -54,13 +54,13 @@ from morello_asp.errors import InputError, MorelloError
 from morello_asp.kinds import all_kinds, kind
 from morello_asp.layout import Layout
 from morello_asp.serialize import target_ref
-from morello_asp.solver import interrupt
-from morello_asp.solver import precompute_exec as ex
-from morello_asp.solver.coords import NOPAX
-from morello_asp.solver.dp import Progress  # the status line, as synth's
-from morello_asp.solver.memo_db import Decoder, SqliteMemo, logic_hash, operand_ranks
-from morello_asp.solver.precompute_worker import PROTOCOL, Worker, load_kinds, pack, rule_payload
-from morello_asp.solver.rule_check import check_rules
+from morello_asp.solver.logic import interrupt
+from morello_asp.solver.logic.rule_check import check_rules
+from morello_asp.solver.memo.coords import NOPAX
+from morello_asp.solver.memo.sqlite import Decoder, SqliteMemo, logic_hash, operand_ranks
+from morello_asp.solver.precompute import executors as ex
+from morello_asp.solver.precompute.worker import PROTOCOL, Worker, load_kinds, pack, rule_payload
+from morello_asp.solver.search.dp import Progress  # the status line, as synth's
 from morello_asp.spec import Spec, parse_spec
 from morello_asp.target import as_target, engine_files
 
@@ -415,7 +415,7 @@ def table_rows(con) -> bytes:
 def make_executor(executor, workers: int | None):
     """'local' (processes of this machine), 'ray' (the Ray cluster of RAY_ADDRESS or the
     one `ray start` made here), a Ray address ('auto', 'HOST:PORT', 'ray://HOST:10001'),
-    or an executor object (solver/precompute_exec.py) used as it is."""
+    or an executor object (solver/precompute/executors.py) used as it is."""
 
     if executor is None or executor == "local":
         return ex.LocalExecutor(workers)

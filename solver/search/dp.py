@@ -9,7 +9,7 @@ search's time.
 Nothing is lost when a search stops early. A spec is solved as soon as everything it
 depends on is expanded, and decisions are committed to a persistent memo table as they
 are made; each batch's expansions are committed too, so a rerun grounds only what was
-not grounded yet. SIGINT and SIGTERM stop a search at a safe point (solver/interrupt.py):
+not grounded yet. SIGINT and SIGTERM stop a search at a safe point (solver/logic/interrupt.py):
 `Interrupted` is raised after what is known is committed and the clingo workers are
 stopped.
 """
@@ -32,9 +32,9 @@ from morello_asp.cost import node_cost, node_peak
 from morello_asp.errors import NoImplementationError, SpecError
 from morello_asp.ir import Impl, SpecHole
 from morello_asp.rewrites import node_from_expansion
-from morello_asp.solver import clingo_run, interrupt
-from morello_asp.solver.engine import Engine, Expansion
-from morello_asp.solver.memo import Decision, DictMemo, MemoTable
+from morello_asp.solver.logic import clingo_run, interrupt
+from morello_asp.solver.memo.table import Decision, DictMemo, MemoTable
+from morello_asp.solver.search.engine import Engine, Expansion
 from morello_asp.spec import Spec
 
 # Specs per expansion batch, one clingo call each, a batch per worker out at once.

@@ -2,7 +2,7 @@
 a whole box of specs, so prove it legal for *every* spec in the box, not only the ones
 a search visited.
 
-Each box's specs are z3 terms (solver/box_space.py: dimensions are integers ranging
+Each box's specs are z3 terms (solver/proofs/box_space.py: dimensions are integers ranging
 over the powers of two of the box, limits and operand axes integers in their ranges).
 Per decision:
 
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 import z3
 
 from morello_asp.layout import Layout, LayoutError
-from morello_asp.solver.box_space import BoxSpace, Refuter, as_bool, ceil_div, div, mod, product_of
-from morello_asp.solver.obligations import Obligation, VerifyReport
+from morello_asp.solver.proofs.box_space import BoxSpace, Refuter, as_bool, ceil_div, div, mod, product_of
+from morello_asp.solver.proofs.obligations import Obligation, VerifyReport
 from morello_asp.spec import Spec
 
 CLASS_CAP = 4096  # spec classes per box checked one by one against the rules; beyond, corners only

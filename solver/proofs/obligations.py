@@ -1,7 +1,7 @@
 """The proofs' building blocks with z3: an obligation and a report of them, expressions
 in z3, and the proofs that need no program (a layout is a bijection onto its buffer, a
 cast keeps every value). The rewrite families state their nodes' obligations with
-these; solver/verify.py walks a program and collects them.
+these; solver/proofs/verify.py walks a program and collects them.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ ground rules of a Matmul batch were projections. With the `_` named by a fresh v
 there, exactly as `_` is) the same batch grounds about 1.5 times faster and the whole
 clingo call 1.3-1.4 times, answer set for answer set (`benchmarks/grounding.py`).
 
-Only copies are rewritten (the engine's snapshot, solver/logic_files.py); the files a
+Only copies are rewritten (the engine's snapshot, solver/logic/files.py); the files a
 user reads and edits keep their `_`. A `_` keeps its meaning inside a negative literal
 (`not p(X, _)`: no p(X, Y) for any Y), so it is left alone there, and in heads. Each
 `_` becomes one upper-case letter that the statement does not use, so lines and
@@ -27,7 +27,7 @@ import string
 import clingo.ast as cast
 from clingo import __version__ as clingo_version
 
-from morello_asp.solver.logic_files import in_snapshot, with_includes
+from morello_asp.solver.logic.files import in_snapshot, with_includes
 from morello_asp.user_cache import keep, user_cache_dir
 
 _VERSION = 1  # of the rewriting below: a change of it must not reuse cached results
@@ -118,7 +118,7 @@ def _named_cached(text: str) -> str:
 
 def name_anonymous_in_snapshot(files) -> None:
     """Rewrite in place the snapshot's copies among `files` (an engine's snapshot,
-    solver/logic_files.py) and the files they #include (copies too, even a file included
+    solver/logic/files.py) and the files they #include (copies too, even a file included
     by an absolute path: the snapshot points such includes at its copy). The originals,
     shipped or a user's, are never written."""
 

@@ -22,10 +22,12 @@ from morello_asp import kinds
 from morello_asp.errors import RuleError, ScheduleError
 from morello_asp.layout import Layout
 from morello_asp.rewrites import Action, family, for_atom, split_term
-from morello_asp.solver import clingo_run
-from morello_asp.solver.anonymous_vars import name_anonymous_in_snapshot
-from morello_asp.solver.catalog_proofs import prove_catalog_layout_cached
-from morello_asp.solver.facts import (
+from morello_asp.solver.logic import clingo_run
+from morello_asp.solver.logic.anonymous_vars import name_anonymous_in_snapshot
+from morello_asp.solver.logic.files import contents_hash, is_shipped, read_logic, snapshot, unsnapshot
+from morello_asp.solver.logic.rule_check import check_logic_files
+from morello_asp.solver.proofs.catalog import prove_catalog_layout_cached
+from morello_asp.solver.search.facts import (
     LayoutIds,
     build_child,
     layout_from_symbol,
@@ -33,8 +35,6 @@ from morello_asp.solver.facts import (
     snake,
     spec_facts,
 )
-from morello_asp.solver.logic_files import contents_hash, is_shipped, read_logic, snapshot, unsnapshot
-from morello_asp.solver.rule_check import check_logic_files
 from morello_asp.spec import Spec
 from morello_asp.target import Target, as_target, engine_files
 from morello_asp.user_cache import pickled
@@ -136,7 +136,7 @@ class Engine:
     @property
     def _files(self) -> tuple[str, ...]:
         """The snapshot's copies of the files, which clingo grounds; written on first use,
-        then without their projections (solver/anonymous_vars.py): the same answers,
+        then without their projections (solver/logic/anonymous_vars.py): the same answers,
         grounded faster (the hash is of what the files say)."""
         if self._snapshot is None:
             with self._snapshot_lock:

@@ -1,4 +1,4 @@
-"""Executors of `morello-asp precompute` (solver/precompute.py): where its workers run.
+"""Executors of `morello-asp precompute` (solver/precompute/driver.py): where its workers run.
 
 An executor starts workers (each a `precompute.Worker`: an engine and a replica of the
 table), loads the table's rows into them, sends each task (a root spec's text) to an
@@ -27,9 +27,9 @@ from collections import deque
 from multiprocessing import connection
 
 from morello_asp.errors import InputError, MorelloError
-from morello_asp.solver import clingo_run
-from morello_asp.solver.clingo_run import lend_cores, requests, worker_setup
-from morello_asp.solver.precompute_worker import Worker
+from morello_asp.solver.logic import clingo_run
+from morello_asp.solver.logic.clingo_run import lend_cores, requests, worker_setup
+from morello_asp.solver.precompute.worker import Worker
 
 
 def one_line(e: BaseException) -> str:

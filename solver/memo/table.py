@@ -17,7 +17,7 @@ from itertools import product
 from typing import Protocol
 
 from morello_asp.rewrites import Action
-from morello_asp.solver.coords import to_coords
+from morello_asp.solver.memo.coords import to_coords
 from morello_asp.spec import Spec
 
 
@@ -132,7 +132,7 @@ class _Staged:
 
 class RectMemo:
     """Interval-compressed table (paper 4.1): each put is a box in coordinate space
-    (solver/coords.py) whose memory-limit axes span `limits_range`; a new box merges with
+    (solver/memo/coords.py) whose memory-limit axes span `limits_range`; a new box merges with
     an equal-valued box when their union fills the bounding box. Look-ups return the
     box with the lowest sequence number containing the point, exactly as DictMemo returns
     the first-inserted matching entry; a merge that could change which box answers a

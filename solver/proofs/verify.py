@@ -22,10 +22,10 @@ from morello_asp.errors import CodegenError
 from morello_asp.expr import Const, Var
 from morello_asp.ir import Impl, KernelApp, SpecHole
 from morello_asp.rewrites import for_node
-from morello_asp.solver.box_space import BoxSpace
-from morello_asp.solver.engine import get_engine
-from morello_asp.solver.obligations import Obligation, VerifyReport, prove_adjacent, prove_layout
-from morello_asp.solver.verify_boxes import BoxProver, TableReport, rules_obligations
+from morello_asp.solver.proofs.box_space import BoxSpace
+from morello_asp.solver.proofs.boxes import BoxProver, TableReport, rules_obligations
+from morello_asp.solver.proofs.obligations import Obligation, VerifyReport, prove_adjacent, prove_layout
+from morello_asp.solver.search.engine import get_engine
 from morello_asp.target import Target
 
 
@@ -193,7 +193,7 @@ def _add(rep: VerifyReport, seen: set[str], obs: list[Obligation]) -> None:
 
 # ---- the table ---------------------------------------------------------------------------
 def verify_table(memo, engine=None, limit: int | None = None, progress=None, rules: bool = True) -> TableReport:
-    """Prove every box of `memo` (a RectMemo: in memory or solver.memo_db's SQLite table).
+    """Prove every box of `memo` (a RectMemo: in memory or solver/memo/sqlite.py's SQLite table).
     `engine` (default: the avx2 engine) supplies the target and the rule files; `limit`
     stops after that many boxes in table order; `progress(text)` is called as work goes."""
     t0 = time.perf_counter()

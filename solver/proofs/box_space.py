@@ -1,7 +1,7 @@
 """The specs of one memo box as z3 terms, so a claim can be proved for all of them at
 once rather than for the few a search happened to visit.
 
-A box [lo, hi] over the point of solver/coords.py stands for every spec whose point
+A box [lo, hi] over the point of solver/memo/coords.py stands for every spec whose point
 lies in it. Here each axis becomes a term: a dimension is a z3 integer constrained to
 the powers of two 2**lo..2**hi (or a plain int when the box does not vary it, or the
 key fixes the shape); each operand's level index, vector size, contiguity and
@@ -23,7 +23,7 @@ from math import prod
 import z3
 
 from morello_asp.errors import SpecError
-from morello_asp.solver.coords import OPERAND_AXES, from_coords
+from morello_asp.solver.memo.coords import OPERAND_AXES, from_coords
 from morello_asp.spec import Spec
 from morello_asp.target import Target
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from morello_asp.ir import Impl, SpecHole
 from morello_asp.rewrites import Action, for_node
-from morello_asp.solver.engine import Engine
+from morello_asp.solver.search.engine import Engine
 
 
 def node_action(node: Impl) -> Action:

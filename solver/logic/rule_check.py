@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from morello_asp.errors import RuleError
-from morello_asp.solver.clingo_run import parsed_answer
-from morello_asp.solver.logic_files import _with_includes, is_shipped, read_text, typo_warnings
+from morello_asp.solver.logic.clingo_run import parsed_answer
+from morello_asp.solver.logic.files import _with_includes, is_shipped, read_text, typo_warnings
 from morello_asp.target import engine_files
 
 _CHECKED: set[tuple] = set()  # the files (path, mtime, size) already checked in this process

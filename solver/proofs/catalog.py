@@ -3,7 +3,7 @@ directory: an engine proves every catalog layout when it starts, and z3's import
 those proofs were a fifth of a warm `query`.
 
 Only a proof that succeeded is remembered, under a key of the layout, its rank, z3's
-version and the text of the prover and of the layout code (solver/obligations.py,
+version and the text of the prover and of the layout code (solver/proofs/obligations.py,
 morello_asp/layout.py), so a change of any of them proves again; a layout that does not
 prove is proved (and reported) every time.
 """
@@ -40,7 +40,7 @@ def prove_catalog_layout_cached(lay, rank: int):
     if marker.is_file():
         return True, None
 
-    from morello_asp.solver.obligations import prove_catalog_layout  # z3: only when a proof is not remembered
+    from morello_asp.solver.proofs.obligations import prove_catalog_layout  # z3: only when a proof is not remembered
 
     ob = prove_catalog_layout(lay, rank)
     if ob.status != "proved":

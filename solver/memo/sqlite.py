@@ -25,15 +25,15 @@ from morello_asp.errors import InputError, MemoError, MorelloError
 from morello_asp.kinds import kind
 from morello_asp.native import how_to_name
 from morello_asp.rewrites import Action
-from morello_asp.solver.coords import from_coords, to_coords
-from morello_asp.solver.engine import Expansion
-from morello_asp.solver.logic_files import contents_hash, read_logic
-from morello_asp.solver.memo import _UNREAD, Decision, RectMemo
+from morello_asp.solver.logic.files import contents_hash, read_logic
+from morello_asp.solver.memo.coords import from_coords, to_coords
+from morello_asp.solver.memo.table import _UNREAD, Decision, RectMemo
+from morello_asp.solver.search.engine import Expansion
 from morello_asp.user_cache import user_cache_dir
 
 SCHEMA_VERSION = "3"  # 2: box costs per unit of volume; 3: a stride axis per operand
 EXPANSIONS_VERSION = "2"  # format of the expansion cache; another value empties it
-# precompute and staged: a precompute's progress and answers not yet applied (solver/precompute.py)
+# precompute and staged: a precompute's progress and answers not yet applied (solver/precompute/driver.py)
 # The box index (_BOX_SQL) and its R*Tree's own tables.
 BOX_TABLES = {"dkeys", "decisions_box", "decisions_box_node", "decisions_box_rowid", "decisions_box_parent"}
 OUR_TABLES = {"meta", "decisions", "ekeys", "expansions", "sqlite_sequence", "precompute", "staged"} | BOX_TABLES

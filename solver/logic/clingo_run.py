@@ -33,9 +33,9 @@ from pathlib import Path
 import clingo
 
 from morello_asp.errors import InputError, RuleError
-from morello_asp.solver import interrupt
-from morello_asp.solver.answer import errors, parse
-from morello_asp.solver.logic_files import is_shipped, unsnapshot
+from morello_asp.solver.logic import interrupt
+from morello_asp.solver.logic.answer import errors, parse
+from morello_asp.solver.logic.files import is_shipped, unsnapshot
 
 ARGS = ("--verbose=0", "--warn=none", "--models=1")
 DEFAULT_TIMEOUT = 60.0

@@ -1,0 +1,2 @@
+"""Memo tables: the interval-compressed table in memory, its SQLite store, and the integer
+coordinates of specs."""
