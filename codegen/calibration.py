@@ -34,7 +34,7 @@ from pathlib import Path
 
 from morello_asp.codegen.emit import emit_function, resolve
 from morello_asp.cost import compute_cost
-from morello_asp.cost_model import move_cost
+from morello_asp.cost_model import CostModel
 from morello_asp.ir import Alloc, Impl, KernelApp, Loop
 from morello_asp.naming import snake
 from morello_asp.native import rules_except
@@ -231,7 +231,8 @@ class CostTerms:
                 shape = node.spec.operand_shapes[node.operand]
                 for lv, tgt in self._one_level.items():
                     f[f"{lv}.line"] += mult * (
-                        move_cost(node.spec.operands[node.operand], shape, tgt) + move_cost(node.new, shape, tgt)
+                        CostModel.of(tgt).move(node.spec.operands[node.operand], shape)
+                        + CostModel.of(tgt).move(node.new, shape)
                     )
                 if (node.load is not None or node.store is not None) and node.new.level in self.move_levels:
                     f[f"{node.new.level}.{MOVE}"] += mult

@@ -12,6 +12,12 @@ m(t)      = lines(t) * weight(level(t)) * (1 if t is contiguous else 2)
 The paper prints the contiguity factor as "[t is contiguous] + 1"; Morello's code
 (imp/allocs.rs, move_cost) doubles the cost of *non*-contiguous tensors, which is the
 intended meaning, and is what we do.
+
+`CostModel` holds every term for one target, read from its facts (level weights, line
+size, move and loop overheads, parallel overhead and threads); the rewrite families
+price their nodes with it, the engine's facts carry its move costs to the rules, and
+calibration fits the same terms (codegen/calibration.py). Its terms and this module's
+code are in a memo table's key (morello_asp/cost.py, cost_fingerprint).
 """
 
 from __future__ import annotations
@@ -28,24 +34,102 @@ def pow2ceil(x: int) -> int:
     return 0 if x <= 0 else 1 << (x - 1).bit_length()
 
 
-def cache_lines(ts: TensorSpec, shape, target: Target) -> int:
-    """Cache lines a view touches: runs of adjacent values, each rounded up to lines."""
-    vol = prod(shape)
-    contig = ts.layout.full_contiguity() if ts.contig is None else ts.contig
-    run = ts.layout.contiguous_run(shape, contig) if contig > 0 else 1
-    runs = -(-vol // run)
-    return runs * -(-(run * ts.dtype.nbytes) // target.line_bytes)
+@dataclass(frozen=True)
+class CostModel:
+    """Every term of the affine cost model for one target (the module's docstring)."""
+
+    weights: tuple[tuple[str, int], ...]  # per level: cost per line (tgt_level/6)
+    line_bytes: int  # tgt_line_bytes/1
+    move_overhead: tuple[tuple[str, int], ...]  # per destination level: cost of a copying move
+    loop_per_iter: int  # tgt_loop_overhead/1
+    threads: int  # tgt_threads/1
+    parallel_setup: int  # tgt_parallel_overhead/2, once per parallel loop
+    parallel_per_iter: int  # ... and per iteration
+    register_levels: frozenset[str]  # loops through these are unrolled: no loop overhead
+
+    @staticmethod
+    def of(target: Target) -> CostModel:
+        """The target's cost model (one object per target)."""
+        return _model(target)
+
+    def terms(self) -> dict[str, int]:
+        """Every number of the model by name, as calibration fits them."""
+        t = {f"{lv}.line": w for lv, w in self.weights}
+        t.update({f"{lv}.move": c for lv, c in self.move_overhead})
+        t.update(
+            line_bytes=self.line_bytes,
+            loop=self.loop_per_iter,
+            threads=self.threads,
+            parallel_setup=self.parallel_setup,
+            parallel_per_iter=self.parallel_per_iter,
+        )
+        return t
+
+    def cache_lines(self, ts: TensorSpec, shape) -> int:
+        """Cache lines a view touches: runs of adjacent values, each rounded up to lines."""
+        vol = prod(shape)
+        contig = ts.layout.full_contiguity() if ts.contig is None else ts.contig
+        run = ts.layout.contiguous_run(shape, contig) if contig > 0 else 1
+        runs = -(-vol // run)
+        return runs * -(-(run * ts.dtype.nbytes) // self.line_bytes)
+
+    def move(self, ts: TensorSpec, shape) -> int:
+        """m(t): what reading or writing a view at its level costs."""
+        weight = dict(self.weights)[ts.level]
+        if weight == 0:
+            return 0
+        c = self.cache_lines(ts, shape) * weight
+        return c if ts.is_contiguous() else 2 * c
+
+    def alloc(self, node: Alloc) -> int:
+        """c(alloc) less its children: both sides of the move, and the copy's overhead."""
+        memo = node.__dict__.get("_cost")  # the DP prices one node under many limits
+        if memo is not None and memo[0] is self:
+            return memo[1]
+        shape = node.spec.operand_shapes[node.operand]
+        c = self.move(node.spec.operands[node.operand], shape) + self.move(node.new, shape)
+        if node.load is not None or node.store is not None:  # a copy, not a cache-only move
+            c += dict(self.move_overhead).get(node.new.level, 0)
+        object.__setattr__(node, "_cost", (self, c))
+        return c
+
+    def loop(self, node: Loop, body_cost: int, boundary_costs) -> int:
+        """c(loop) from its body's and boundaries' costs."""
+        trips = node.trips
+        if node.parallel:
+            trips = -(-trips // self.threads)
+        per_iter = self.loop_per_iter
+        if per_iter and node.unrolled(self.register_levels):
+            per_iter = 0
+        total = trips * (body_cost + per_iter) + sum(boundary_costs)
+        if node.parallel:
+            total += self.parallel_setup + self.parallel_per_iter * trips
+        return total
 
 
-def move_cost(ts: TensorSpec, shape, target: Target) -> int:
-    lv = target.level(ts.level)
-    if lv.weight == 0:
-        return 0
-    c = cache_lines(ts, shape, target) * lv.weight
-    return c if ts.is_contiguous() else 2 * c
+_MODELS: dict[int, tuple[Target, CostModel]] = {}  # id(target) -> (target, its model)
+
+
+def _model(target: Target) -> CostModel:
+    hit = _MODELS.get(id(target))
+    if hit is not None and hit[0] is target:
+        return hit[1]
+    model = CostModel(
+        weights=tuple((lv.name, lv.weight) for lv in target.levels),
+        line_bytes=target.line_bytes,
+        move_overhead=tuple(sorted(target.move_overhead.items())),
+        loop_per_iter=target.loop_per_iter,
+        threads=target.threads,
+        parallel_setup=target.parallel_setup,
+        parallel_per_iter=target.parallel_per_iter,
+        register_levels=frozenset(target.register_levels),
+    )
+    _MODELS[id(target)] = (target, model)
+    return model
 
 
 def alloc_units(node: Alloc, target: Target) -> int:
+    """Units of its level an allocation takes (memory, not cost: the peak's rule)."""
     # The DP prices one node under every limit vector it meets: computed once per node.
     memo = node.__dict__.get("_units")
     if memo is not None and memo[0] is target:
@@ -54,31 +138,6 @@ def alloc_units(node: Alloc, target: Target) -> int:
     u = target.units(node.new.level, prod(shape), node.new.dtype.nbytes, node.new.vector_size)
     object.__setattr__(node, "_units", (target, u))
     return u
-
-
-def alloc_cost(node: Alloc, target: Target) -> int:
-    memo = node.__dict__.get("_cost")
-    if memo is not None and memo[0] is target:
-        return memo[1]
-    shape = node.spec.operand_shapes[node.operand]
-    c = move_cost(node.spec.operands[node.operand], shape, target) + move_cost(node.new, shape, target)
-    if node.load is not None or node.store is not None:  # a copy, not a cache-only move
-        c += target.move_overhead.get(node.new.level, 0)
-    object.__setattr__(node, "_cost", (target, c))
-    return c
-
-
-def loop_cost(node: Loop, body_cost: int, boundary_costs, target: Target) -> int:
-    trips = node.trips
-    if node.parallel:
-        trips = -(-trips // target.threads)
-    per_iter = target.loop_per_iter
-    if per_iter and node.unrolled(target.register_levels):
-        per_iter = 0
-    total = trips * (body_cost + per_iter) + sum(boundary_costs)
-    if node.parallel:
-        total += target.parallel_setup + target.parallel_per_iter * trips
-    return total
 
 
 @dataclass(frozen=True)

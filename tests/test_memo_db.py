@@ -565,3 +565,20 @@ def test_a_changed_cost_term_changes_the_memo_key(tmp_path, monkeypatch):
     monkeypatch.setattr(Tile, "cost", original)
     assert cost_fingerprint() == before
     synthesize(parse_spec("Matmul(2x2x2, f32)"), db=str(db))  # the same model again: the table answers
+
+
+def test_the_cost_models_terms_are_in_its_fingerprint():
+    """One cost model object per target (CostModel): a changed term, here L1's weight per
+    line, is another fingerprint, and so another memo key."""
+    from dataclasses import replace as dc_replace
+
+    from morello_asp.cost import cost_fingerprint
+    from morello_asp.cost_model import CostModel
+    from morello_asp.target import get_target
+
+    t = get_target("avx2")
+    heavier = dc_replace(
+        t, levels=tuple(dc_replace(lv, weight=lv.weight + 1) if lv.name == "L1" else lv for lv in t.levels)
+    )
+    assert CostModel.of(heavier).terms()["L1.line"] == CostModel.of(t).terms()["L1.line"] + 1
+    assert cost_fingerprint(heavier) != cost_fingerprint(t) == cost_fingerprint(get_target("avx2"))

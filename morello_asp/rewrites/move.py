@@ -17,7 +17,7 @@ from typing import Any
 
 from morello_asp.codegen import prefetch
 from morello_asp.codegen.emitter import View
-from morello_asp.cost_model import alloc_cost, alloc_units, pow2ceil
+from morello_asp.cost_model import CostModel, alloc_units, pow2ceil
 from morello_asp.dtypes import Dtype
 from morello_asp.errors import ScheduleError
 from morello_asp.expr import Const
@@ -96,7 +96,7 @@ class Move(Rewrite):
         return action(node.operand, node.new.level, node.new.layout, node.new.vector_size or 0, dt)
 
     def cost(self, node, child_costs, target):
-        return alloc_cost(node, target) + sum(child_costs)
+        return CostModel.of(target).alloc(node) + sum(child_costs)
 
     def allocations(self, node, target):
         return [(target.level(node.new.level).index, alloc_units(node, target))]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from morello_asp.codegen import prefetch
 from morello_asp.codegen.simplify import VarRange
-from morello_asp.cost_model import loop_cost
+from morello_asp.cost_model import CostModel
 from morello_asp.errors import ScheduleError
 from morello_asp.expr import Const, Expr, Var
 from morello_asp.ir import Loop, loop_regions
@@ -84,7 +84,7 @@ class Tile(Rewrite):
         return Action("tile", (tuple(node.tile_shape), bool(node.parallel)))
 
     def cost(self, node, child_costs, target):
-        return loop_cost(node, child_costs[0], child_costs[1:], target)
+        return CostModel.of(target).loop(node, child_costs[0], child_costs[1:])
 
     def list_node(self, node, args, depth, out):
         tiles, binds = out.views("t", args, node.body.spec)

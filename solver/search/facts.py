@@ -8,7 +8,7 @@ from math import prod
 
 import clingo
 
-from morello_asp.cost_model import move_cost
+from morello_asp.cost_model import CostModel
 from morello_asp.dtypes import Dtype
 from morello_asp.kinds import kind as get_kind
 from morello_asp.kinds.compose import cut
@@ -135,7 +135,7 @@ def _operand_facts(op: int, ts: TensorSpec, access, shape, target: Target, ids: 
             f.append(f"spec_opext({sid},{op},{j},{x}).")
     f.append(f"spec_npdims({sid},{op},{lay.full_contiguity()}).")
     f.append(f"spec_opvol({sid},{op},{prod(shape)}).")
-    f.append(f"spec_mcost({sid},{op},{move_cost(ts, shape, target)}).")
+    f.append(f"spec_mcost({sid},{op},{CostModel.of(target).move(ts, shape)}).")
     stride = 1
     for p, (before, ext, pd) in enumerate(lay._covers(shape)):
         f.append(f"spec_pdim({sid},{op},{p},{pd.dim},{pd.kind},{before},{ext},{stride}).")
