@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 from morello_asp.compose import component_specs
+from morello_asp.kinds import kind
 
 
 def time_python(fn: Callable[[], object], reps: int = 7, min_time: float = 0.05, warmup: int = 2) -> float:
@@ -25,36 +26,6 @@ def time_python(fn: Callable[[], object], reps: int = 7, min_time: float = 0.05,
             fn()
         times.append((time.perf_counter() - t0) / iters)
     return statistics.median(times)
-
-
-def numpy_matmul_seconds(b: int, m: int, k: int, n: int, threads: int | None = 1) -> float:
-    """Median seconds per f32 np.matmul of (b, m, k) by (b, k, n) (its result allocated,
-    as `a @ b` does; the same call a program's `fn(a, b)` is compared with), with OpenBLAS on
-    `threads` threads (None: its default, all cores). OpenBLAS fixes its thread count
-    when it loads, and numpy is loaded here already, so this runs in a fresh interpreter."""
-    import os
-    import subprocess
-    import sys
-
-    env = dict(os.environ)
-    if threads is not None:
-        env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = str(threads)
-    code = (
-        "import sys, numpy as np\n"
-        "from morello_asp.codegen.baseline import time_python\n"
-        "b, m, k, n = map(int, sys.argv[1:])\n"
-        "rng = np.random.default_rng(0)\n"
-        "x = rng.random((b, m, k), dtype=np.float32); y = rng.random((b, k, n), dtype=np.float32)\n"
-        "print(time_python(lambda: np.matmul(x, y)))\n"
-    )
-    r = subprocess.run(
-        [sys.executable, "-c", code, str(b), str(m), str(k), str(n)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return float(r.stdout.strip().splitlines()[-1])
 
 
 # ------------------------------------------------------------- numpy beside any spec
@@ -92,7 +63,10 @@ def numpy_expression(spec) -> str | None:
 
 
 def _kind_expression(k, args: list[str]) -> str | None:
-    """k's kind_numpy/2 expression on `args` (its inputs, in operand order)."""
+    """k's kind_numpy/2 expression on `args` (its inputs, in operand order); an
+    accumulating kind's is its base kind's (what a user computes it with from zeros)."""
+    if k.numpy is None and k.accum_of:
+        k = kind(k.accum_of)
     if k.numpy is None:
         return None
     names = [n for i, n in enumerate(k.params) if i not in k.outputs]

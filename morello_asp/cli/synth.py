@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from morello_asp.cli.args import add_rules_option, add_target_option, check_logic_inputs, int_range, output_file
-from morello_asp.codegen.baseline import numpy_expression, numpy_matmul_seconds, numpy_seconds, time_python
+from morello_asp.codegen.baseline import numpy_expression, numpy_seconds, time_python
 from morello_asp.errors import CodegenError, MemoError, MorelloError
 from morello_asp.graph import compose_graph, write_graph
 from morello_asp.guides import guided, hand_rewrites
@@ -126,6 +126,7 @@ def _run_and_bench(imp, args, fn):
             bench_operands,
             per_call,
         )
+        from morello_asp.codegen.reference import flops  # numpy: loaded when this command runs
 
         r = fn.benchmark()
         spec = imp.spec
@@ -149,18 +150,13 @@ def _run_and_bench(imp, args, fn):
             both = f"C loop {t / r.seconds:.2f}"
             return both + (f", through Python {t / call:.2f}" if call else "")
 
-        if spec.kind not in ("Matmul", "MatmulAccum") and all(o.dtype.short == "f32" for o in spec.operands):
-            t = numpy_seconds(spec, threads)
-            if t is not None:
-                print(f"numpy: {per_call(t)}/iter ({numpy_expression(spec)}; BLAS threads: {threads or 'all'})")
-                print(f"ratio (numpy time / ours): {ratio(t)}")
-        if spec.kind in ("Matmul", "MatmulAccum") and spec.operands[0].dtype.short == "f32":
-            b, m, k, n = spec.shape
-            t = numpy_matmul_seconds(b, m, k, n, threads)
-            gf = 2 * b * m * k * n / t / 1e9
+        t = numpy_seconds(spec, threads) if all(o.dtype.short == "f32" for o in spec.operands) else None
+        if t is not None:  # the kind declares the numpy call a user would make instead (kind_numpy/2)
             held = os.environ.get("OPENBLAS_CORETYPE")
+            work = flops(spec)
+            rate = f", {work / t / 1e9:.2f} GFLOP/s" if work else ""
             print(
-                f"numpy: {per_call(t)}/iter, {gf:.2f} GFLOP/s (a @ b from Python; OpenBLAS threads: "
+                f"numpy: {per_call(t)}/iter{rate} ({numpy_expression(spec)} from Python; BLAS threads: "
                 f"{threads or 'all'}{f', held back to OPENBLAS_CORETYPE={held}' if held else ''})"
             )
             print(f"ratio (numpy time / ours): {ratio(t)}")
