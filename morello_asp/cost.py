@@ -7,7 +7,7 @@ import hashlib
 import inspect
 
 from morello_asp import cost_model
-from morello_asp.cost_model import Cost, CostModel
+from morello_asp.cost_model import Cost
 from morello_asp.ir import Impl, SpecHole
 from morello_asp.rewrites import families, for_node
 from morello_asp.target import Target
@@ -42,16 +42,14 @@ def compute_cost(node: Impl, target: Target | None = None) -> Cost:
     )
 
 
-def cost_fingerprint(target: Target | None = None) -> str:
-    """The cost model's version: its code (cost_model.py and every rewrite family's cost
-    and peak rules, as they are in this process) and, for a target, its terms
-    (CostModel.terms). A memo table holds optima under one cost model, so this is part of
-    its key (solver/memo/sqlite.py): change a term and an old table is refused by name
-    instead of answering with the old model's optima. (The kernels' costs are facts of the
-    logic files, whose hash is in the key too.)"""
+def cost_fingerprint() -> str:
+    """The cost model's code version: cost_model.py and every rewrite family's cost and
+    peak rules, as they are in this process. A memo table holds optima under one cost
+    model, so this is part of its key (solver/memo/sqlite.py): change the code of a term
+    and an old table is refused by name instead of answering with the old model's optima.
+    The terms' numbers (CostModel.terms) are the target's facts, and the kernels' costs
+    are rules: both are in the logic files' hash, the key's other half."""
     h = hashlib.sha256(inspect.getsource(cost_model).encode())
-    if target is not None:
-        h.update(repr(sorted(CostModel.of(target).terms().items())).encode())
     for fam in sorted(families(), key=lambda f: f.name):
         for rule in (type(fam).cost, type(fam).peak):
             h.update(fam.name.encode() + b"\0" + inspect.getsource(rule).encode())

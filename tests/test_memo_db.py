@@ -567,18 +567,27 @@ def test_a_changed_cost_term_changes_the_memo_key(tmp_path, monkeypatch):
     synthesize(parse_spec("Matmul(2x2x2, f32)"), db=str(db))  # the same model again: the table answers
 
 
-def test_the_cost_models_terms_are_in_its_fingerprint():
-    """One cost model object per target (CostModel): a changed term, here L1's weight per
-    line, is another fingerprint, and so another memo key."""
-    from dataclasses import replace as dc_replace
-
-    from morello_asp.cost import cost_fingerprint
+def test_the_cost_models_terms_are_in_the_memo_key(tmp_path, monkeypatch):
+    """One cost model object per target (CostModel), its terms read from the target's
+    facts: a target file with one term changed (L1's weight per line) has another model
+    and another memo key (the logic files' hash), so its default table is another file."""
     from morello_asp.cost_model import CostModel
-    from morello_asp.target import get_target
+    from morello_asp.solver.memo.sqlite import default_table
+    from morello_asp.solver.search.engine import Engine
+    from morello_asp.target import ENCODINGS, get_target
 
-    t = get_target("avx2")
-    heavier = dc_replace(
-        t, levels=tuple(dc_replace(lv, weight=lv.weight + 1) if lv.name == "L1" else lv for lv in t.levels)
-    )
+    src = ENCODINGS / "targets" / "avx2"
+    machine = (src / "machine.lp").read_text()
+    line = next(ln for ln in machine.splitlines() if ln.startswith("tgt_level(l1,"))
+    parts = line.split(",")
+    parts[4] = f" {int(parts[4]) + 1}"  # tgt_level(Name, Index, Capacity, Unit, Weight, Kind)
+    (tmp_path / "machine.lp").write_text(machine.replace(line, ",".join(parts)))
+    entry = (ENCODINGS / "targets" / "avx2.lp").read_text()
+    entry = entry.replace('#include "avx2/machine.lp".', '#include "machine.lp".')
+    entry = entry.replace('#include "avx2/', f'#include "{src}/')
+    entry = entry.replace('#include "c_scalar.lp".', f'#include "{src.parent}/c_scalar.lp".')
+    (tmp_path / "heavier.lp").write_text(entry)
+    monkeypatch.setenv("MORELLO_ASP_DB", "on")
+    t, heavier = get_target("avx2"), get_target(str(tmp_path / "heavier.lp"))
     assert CostModel.of(heavier).terms()["L1.line"] == CostModel.of(t).terms()["L1.line"] + 1
-    assert cost_fingerprint(heavier) != cost_fingerprint(t) == cost_fingerprint(get_target("avx2"))
+    assert default_table(Engine(heavier)) != default_table(Engine(t))

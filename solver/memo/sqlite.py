@@ -412,7 +412,7 @@ class SqliteMemo(RectMemo):
             "target": target,
             "levels": ",".join(levels),
             "logic": files_hash,
-            "cost": cost or cost_fingerprint(target_obj),  # the cost model's code and terms (morello_asp/cost.py)
+            "cost": cost or cost_fingerprint(),  # the cost model's code (morello_asp/cost.py)
         }
         self.con = connect(self.path, create=True)
         try:
@@ -871,7 +871,7 @@ def default_table(engine) -> Path | None:
             f"MORELLO_ASP_DB={os.environ['MORELLO_ASP_DB']!r}: expected off or on (name a table with --db FILE)"
         )
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", engine.target.name)
-    key = hashlib.sha256(f"{engine.logic_hash} {cost_fingerprint(engine.target)}".encode()).hexdigest()
+    key = hashlib.sha256(f"{engine.logic_hash} {cost_fingerprint()}".encode()).hexdigest()
     return user_cache_dir() / f"{name}-{key[:16]}.db"
 
 
