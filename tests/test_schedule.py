@@ -101,3 +101,24 @@ def test_subschedule_fills_the_chosen_child():
     assert isinstance(done.body.children[1], KernelApp)
     assert done.body.children[1].kernel == "BroadcastVecMultAdd"
     assert str(done.body.children[0]).count("VectorAssign") == 0  # loads still open holes
+
+
+def test_the_scheduling_api_is_the_registered_families_primitives():
+    """Every method of the scheduling API asks for some registered family's actions, and
+    every family's primitives are methods of specs and programs: a new family without a
+    primitive, or a primitive without a family, fails here."""
+    import inspect
+
+    from morello_asp import schedule
+    from morello_asp.rewrites import families
+    from morello_asp.schedulable import Schedulable
+
+    declared = [p for fam in families() for p in fam.primitives]
+    assert len(declared) == len(set(declared)), "a primitive is claimed by two families"
+    assert all(fam.primitives for fam in families()), [f.name for f in families() if not f.primitives]
+    methods = {n for n, _ in inspect.getmembers(Schedulable, inspect.isfunction) if not n.startswith("_")}
+    assert methods - {"subschedule"} == set(declared)
+    for name in declared:  # each calls morello_asp.schedule: its own function, or pipeline(step=name)
+        src = inspect.getsource(getattr(Schedulable, name))
+        assert 'port("schedule").' in src, name
+        assert (f".{name}(" in src and callable(getattr(schedule, name, None))) or f'"{name}"' in src, name

@@ -43,6 +43,10 @@ class Rewrite(ABC):
     atoms: ClassVar[tuple[str, ...]]  # functors of its action terms in the logic files
     node: ClassVar[type]  # the IR node class it builds
     node_tag: ClassVar[str]  # the "node" of that class in program JSON
+    # The scheduling API's primitives that ask for its actions: methods of specs and
+    # programs (morello_asp/schedulable.py) and functions of morello_asp.schedule; a test
+    # holds the API to exactly the registered families' primitives.
+    primitives: ClassVar[tuple[str, ...]]
 
     # ---- the logic files' side ------------------------------------------------------
     @abstractmethod

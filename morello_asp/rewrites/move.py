@@ -44,6 +44,7 @@ class Move(Rewrite):
     atoms = ("move",)
     node = Alloc
     node_tag = "alloc"  # the node in program JSON
+    primitives = ("move_param",)
 
     def decode(self, spec, functor, args, ctx, requested):
         dt = Dtype.parse(args[4]) if len(args) > 4 else None

@@ -110,6 +110,14 @@ class PipelineFamily(Rewrite):
     atoms = ("pipeline",)
     node = Pipeline
     node_tag = "pipeline"  # the node in program JSON
+    primitives = (
+        "pipeline",
+        "bufferize",
+        "to_softmax_parts",
+        "to_softmax_parts_recompute",
+        "to_max_and_unscaled",
+        "to_max_and_denominator",
+    )
 
     # ---- the logic files' side ----------------------------------------------------
     def decode(self, spec, functor, args, ctx, requested):

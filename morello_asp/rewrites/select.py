@@ -26,6 +26,7 @@ class Select(Rewrite):
     atoms = ("select",)
     node = KernelApp
     node_tag = "kernel"  # the node in program JSON
+    primitives = ("select",)
 
     def decode(self, spec, functor, args, ctx, requested):
         return Action("select", (camel(args[0]),))

@@ -47,6 +47,7 @@ class SpatialSplit(Rewrite):
     atoms = ("spatial_split",)
     node = FilterLoop
     node_tag = "filter_loop"  # the node in program JSON
+    primitives = ("spatial_split",)
 
     def decode(self, spec, functor, args, ctx, requested):
         return Action("spatial_split")

@@ -38,6 +38,7 @@ class Tile(Rewrite):
     atoms = ("tile1", "tile")
     node = Loop
     node_tag = "loop"  # the node in program JSON
+    primitives = ("tile", "split")
 
     def decode(self, spec, functor, args, ctx, requested):
         if functor == "tile":

@@ -30,6 +30,7 @@ class ToAccum(Rewrite):
     atoms = ("to_accum",)
     node = Block
     node_tag = "block"  # the node in program JSON
+    primitives = ("to_accum",)
 
     def decode(self, spec, functor, args, ctx, requested):
         return Action("to_accum")
