@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,7 @@ def benchmark_script():
         spec = importlib.util.spec_from_file_location(f"{name}_bench", path)
         assert spec is not None and spec.loader is not None
         mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod  # a dataclass in the script looks its module up there
         spec.loader.exec_module(mod)
         return mod
 
