@@ -135,7 +135,11 @@ def move_param(
             layout = Layout.parse(layout, len(leaf.operand_shapes[operand]))
         except ValueError as e:
             raise ScheduleError(str(e)) from None
-    if layout.is_packed:
+    # A move that copies nothing (a cache move: same layout and dtype, not to registers;
+    # rules/move.lp move_copies/2) has no buffer of its own to prove: its view may pad.
+    lv = next((x for x in leaf.target.levels if x.name == str(level).upper()), None)
+    copies = dt is not None or layout != leaf.operands[operand].layout or lv is None or lv.is_register
+    if layout.is_packed and copies:
         from morello_asp.solver.proofs.obligations import prove_layout  # z3: on the first proof, not with the package
 
         ob = prove_layout(layout, leaf.operand_shapes[operand])

@@ -14,7 +14,7 @@ import pytest
 from morello_asp import Layout, parse_spec
 from morello_asp.cli import main
 from morello_asp.cli.schedule import figure1
-from morello_asp.errors import CodegenError
+from morello_asp.errors import CodegenError, LegalityError
 from morello_asp.ir import Loop
 from morello_asp.serialize import from_json, load, save, to_json
 from morello_asp.solver.memo.table import DictMemo
@@ -177,8 +177,6 @@ def test_cli_verify_layout_of_another_rank_or_with_a_program_is_bad_input(tmp_pa
 
 
 def test_user_layout_with_padding_is_rejected_when_scheduled():
-    from morello_asp.errors import LegalityError
-
     with pytest.raises(LegalityError, match="padding"):
         parse_spec("Matmul(8x8x8, f32)").move_param(1, "GL", "[0, 2, 1, 2 p(3)]")
 
@@ -300,3 +298,23 @@ def test_verify_refutes_every_mutant_codegen_refuses(text):
         assert not rep.ok, f"{what}: verify proves a wrong claim"
         refused_by_codegen += bool(refused)
     assert seen and refused_by_codegen, (seen, refused_by_codegen)
+
+
+def test_a_cache_move_of_a_view_whose_layout_pads_at_its_shape_proves():
+    """Found by the fuzzer (issue 57): a 1x1x1 tile of a [0, 2, 1, 2 p(16)] rhs moved into
+    L1 as it is copies nothing, so no buffer pads; verify refuted it as if the move made
+    a 16-slot buffer for one value, and move_param refused it, where the search offers it
+    and codegen compiles it. A copy into a layout that pads is still refused."""
+    spec = parse_spec(
+        "(Matmul(1x1x1x16, (f32, L1, row_major), (f32, GL, [0, 2, 1, 2 p(16)]), (f32, GL, row_major)), "
+        "[16, 16, 1024, 33554432])",
+        target="avx2",
+    )
+    tiled = spec.tile([1, 1, 1, 1])
+    imp = tiled.subschedule([0], lambda a: a.move_param(1, "L1", "[0, 2, 1, 2 p(16)]")).synthesize_all()
+    rep = verify(imp)
+    assert rep.ok, rep
+    err, tol = imp.compile().check(seed=1)
+    assert err <= tol
+    with pytest.raises(LegalityError, match="16 slots for 1 values"):
+        tiled.subschedule([0], lambda a: a.move_param(1, "GL", "[0, 1, 2, 2 p(16)]"))
