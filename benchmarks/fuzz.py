@@ -7,11 +7,13 @@ one more and one less), random layouts, levels, dtypes where kernels take them, 
 limits and targets. Each spec becomes a program, either the search's optimum or a random
 walk down the rewrites the rules offer (every one must be legal) completed by the search;
 each program is proved (`verify`), lowered to C, compiled, run and compared with the numpy
-reference, and `verify` and codegen must agree on it. A failure is shrunk by hypothesis to
-a minimal case, printed, and appended to tests/fixtures/fuzz_regressions.txt, which
-tests/test_fuzz.py replays.
+reference, and `verify` and codegen must agree on it; a spec the shared memo table finds
+no implementation of is searched again from an empty table, which must agree. A failure
+is shrunk by hypothesis to a minimal case, printed, and appended to
+tests/fixtures/fuzz_regressions.txt, which tests/test_fuzz.py replays.
 
-    python benchmarks/fuzz.py --minutes 30 [--targets avx2 avx512] [--seed N] [--max-volume V]
+    python benchmarks/fuzz.py --minutes 30 [--targets native avx2] [--families conv compose]
+                              [--seed N] [--max-volume V] [--no-save]
 
 prints, per minute and at the end: specs tried, programs run, infeasible specs (no
 implementation under their random memory limits), failures (minimal cases), and the
@@ -271,34 +273,48 @@ class Outcome:
         return f"{self.status} {self.stage}: {self.detail}\n  case: {self.case.line()}"
 
 
-def program(case: Case, pick: Callable[[int], int] | None = None) -> tuple[Impl, Case]:
-    """The case's program (NoImplementationError if it has none), and the case with the
-    walk's picks recorded. Without `pick`, the case's own picks are replayed."""
+def program(
+    case: Case, pick: Callable[[int], int] | None = None, search: Search | None = None, picks: list[int] | None = None
+) -> Impl:
+    """The case's program (NoImplementationError if it has none), by `search` (default:
+    the target's shared one). The walk's choices come from `pick`, else the case's own
+    picks are replayed; each is appended to `picks`."""
     spec = parse_spec(case.text, target=case.target)
-    search = search_for(case.target)
+    search = search or search_for(case.target)
     if not case.depth:
-        return search.build(spec), case
-    picks: list[int] = []
+        return search.build(spec)
+    made = [] if picks is None else picks
     replay: Iterator[int] = iter(case.picks)
 
     def choose(n: int) -> int:
-        i = pick(n) if pick is not None else next(replay, 0)
-        i = min(i, n)
-        picks.append(i)
+        i = min(pick(n) if pick is not None else next(replay, 0), n)
+        made.append(i)
         return i
 
-    partial = walk(search, spec, choose, case.depth)
-    return search.complete(partial), replace(case, picks=tuple(picks))
+    return search.complete(walk(search, spec, choose, case.depth))
 
 
 def run_case(case: Case, pick: Callable[[int], int] | None = None, seed: int = 3) -> Outcome:
-    """Program, proof, C, run: the first thing that goes wrong, or ok."""
+    """Program, proof, C, run: the first thing that goes wrong, or ok. A case the shared
+    search finds no implementation of is searched again from an empty memo table: the
+    answer must not depend on what the table holds."""
+    picks: list[int] = []
     try:
-        imp, case = program(case, pick)
+        imp = program(case, pick, picks=picks)
     except NoImplementationError as e:
-        return Outcome(case, "infeasible", "synthesize", str(e).splitlines()[0])
+        case = replace(case, picks=tuple(picks)) if case.depth else case
+        try:
+            program(case, search=Search(get_engine(case.target), DictMemo()))
+        except NoImplementationError:
+            return Outcome(case, "infeasible", "synthesize", str(e).splitlines()[0])
+        except Exception as e2:
+            return Outcome(case, "fail", "synthesize", f"{type(e2).__name__}: {e2}")
+        return Outcome(
+            case, "fail", "memo", f"the shared memo table says {str(e)[:300]}; a search from an empty one finds one"
+        )
     except Exception as e:  # anything else the search raises is a bug
         return Outcome(case, "fail", "synthesize", f"{type(e).__name__}: {e}")
+    case = replace(case, picks=tuple(picks)) if case.depth else case
     try:
         rep = verify(imp)
     except Exception as e:
