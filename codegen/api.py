@@ -19,10 +19,9 @@ import numpy as np
 
 from morello_asp.codegen import fastcall
 from morello_asp.codegen.build import build
-from morello_asp.codegen.calling import (  # noqa: F401 (max_error, per_call, bench_operands: this module's public names too)
+from morello_asp.codegen.calling import (  # noqa: F401 (max_error, per_call: this module's public names too)
     BenchResult,
     Callable,
-    as_array,
     bench_operands,
     loadable,
     max_error,
@@ -68,9 +67,9 @@ class Program(Callable):
     """A compiled program loaded in this process: call it on numpy arrays, or time it.
 
     A call passes the arrays' own memory to C whatever their alignment (the program
-    assumes none for its parameters; codegen/emit.py's Buffer.align), allocates an output
-    with np.empty (np.zeros only for one it accumulates into), and releases the GIL while
-    C runs (cffi does for every call). Only arrays whose memory is not in the operand's
+    assumes none for its parameters; codegen/emitter.py's Buffer.align), allocates an
+    output with np.empty (np.zeros only for one it accumulates into), and releases the GIL
+    while C runs (fastcall.c; cffi, on the Python path). Only arrays whose memory is not in the operand's
     layout are copied: a strided slice, a layout that packs (copied in and out through
     convert.py), or an input that overlaps an output (the parameters are restrict)."""
 
@@ -227,7 +226,6 @@ def compile_many(impls: list[Impl], target: str | Target | None = None, rules=()
     instead of one per program, which is most of the time for small programs."""
     if not impls:
         return []
-    target = target or impls[0].spec.target
     ct = loadable(resolve(impls[0], target, rules))
     bodies: list[str] = []
     decls: list[str] = []

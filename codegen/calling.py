@@ -117,7 +117,7 @@ class Callable:
         dt = spec.operands[i].dtype
         label = f"{what} ({self.names[i]})"
         a = as_array(x, label)
-        if output and a is not x and not isinstance(x, np.ndarray) and a.base is None and a.flags.owndata:
+        if output and a is not x and a.base is None and a.flags.owndata:  # np.asarray made a copy
             raise CodegenError(f"{label} is a {type(x).__name__}, not an array the result can be written into")
         if a.dtype != dt.np_dtype and a.dtype == dt.raw_dtype:
             a = a.view(dt.np_dtype)  # bf16 as its raw 16-bit words (uint16)

@@ -25,10 +25,6 @@ def aligned_empty(n: int, dtype) -> np.ndarray:
     return raw[start : start + n * dtype.itemsize].view(dtype)
 
 
-def is_aligned(a: np.ndarray) -> bool:
-    return a.ctypes.data % ALIGN == 0
-
-
 @functools.lru_cache(maxsize=64)
 def index_map(layout: Layout, shape: tuple[int, ...]) -> np.ndarray | None:
     """Buffer offset of every logical coordinate, or None when the layout is the identity."""

@@ -3,6 +3,7 @@ by node, each node by the rewrite family that builds it (morello_asp.rewrites)."
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 
@@ -49,8 +50,16 @@ def cost_fingerprint() -> str:
     and an old table is refused by name instead of answering with the old model's optima.
     The terms' numbers (CostModel.terms) are the target's facts, and the kernels' costs
     are rules: both are in the logic files' hash, the key's other half."""
+    rules = tuple((f.name, type(f).cost, type(f).peak) for f in sorted(families(), key=lambda f: f.name))
+    return _fingerprint(rules)
+
+
+@functools.cache
+def _fingerprint(rules: tuple) -> str:
+    """cost_fingerprint of these rule functions (read once per process: a table is opened
+    and a default table named in every run, each asking)."""
     h = hashlib.sha256(inspect.getsource(cost_model).encode())
-    for fam in sorted(families(), key=lambda f: f.name):
-        for rule in (type(fam).cost, type(fam).peak):
-            h.update(fam.name.encode() + b"\0" + inspect.getsource(rule).encode())
+    for name, cost, peak in rules:
+        for rule in (cost, peak):
+            h.update(name.encode() + b"\0" + inspect.getsource(rule).encode())
     return h.hexdigest()[:16]

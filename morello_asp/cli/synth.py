@@ -278,6 +278,22 @@ def _rule_term(spec, action, engine) -> str:
         return f"? ({e})"
 
 
+def program_output(p) -> None:
+    """What synth and query print or save of the program they find."""
+    p.add_argument("--emit", choices=["listing", "c", "json"], default="listing")
+    p.add_argument(
+        "--standalone",
+        action="store_true",
+        help="with --emit c: a whole C program with main() (reads inputs from files, writes the output, times it)",
+    )
+    p.add_argument(
+        "--out",
+        type=output_file(),
+        metavar="FILE",
+        help="also save the program as JSON (for run, bench, verify), whatever --emit prints",
+    )
+
+
 def register(sub):
     def common(p):
         p.add_argument("spec", help='a spec, e.g. "Matmul(64x64x64, f32)" or the full paper syntax')
@@ -297,18 +313,7 @@ def register(sub):
 
     p = sub.add_parser("synth", help="synthesize the optimal program for a spec")
     common(p)
-    p.add_argument("--emit", choices=["listing", "c", "json"], default="listing")
-    p.add_argument(
-        "--standalone",
-        action="store_true",
-        help="with --emit c: a whole C program with main() (reads inputs from files, writes the output, times it)",
-    )
-    p.add_argument(
-        "--out",
-        type=output_file(),
-        metavar="FILE",
-        help="also save the program as JSON (for run, bench, verify), whatever --emit prints",
-    )
+    program_output(p)
     p.add_argument("--run", action="store_true", help="compile, run on random inputs, check against numpy")
     p.add_argument("--bench", action="store_true", help="also time it beside numpy")
     p.add_argument(
@@ -342,18 +347,7 @@ def register(sub):
 
     p = sub.add_parser("query", help="print the optimal program already in a memo table (no search)")
     common(p)
-    p.add_argument("--emit", choices=["listing", "c", "json"], default="listing")
-    p.add_argument(
-        "--standalone",
-        action="store_true",
-        help="with --emit c: a whole C program with main() (reads inputs from files, writes the output, times it)",
-    )
-    p.add_argument(
-        "--out",
-        type=output_file(),
-        metavar="FILE",
-        help="also save the program as JSON (for run, bench, verify), whatever --emit prints",
-    )
+    program_output(p)
     p.set_defaults(func=_query)
 
     p = sub.add_parser("explain", help="every applicable rewrite of a spec, its sub-specs and optimal cost")
