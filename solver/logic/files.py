@@ -143,7 +143,7 @@ def with_includes(files) -> list[Path]:
     return out
 
 
-def _with_includes(files) -> list[str]:
+def texts_with_includes(files) -> list[str]:
     """The texts of `files` and of every file they #include."""
     out = []
     for f in with_includes(files):

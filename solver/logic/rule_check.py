@@ -7,7 +7,7 @@ from pathlib import Path
 
 from morello_asp.errors import RuleError
 from morello_asp.solver.logic.clingo_run import parsed_answer
-from morello_asp.solver.logic.files import _with_includes, is_shipped, read_text, typo_warnings
+from morello_asp.solver.logic.files import is_shipped, read_text, texts_with_includes, typo_warnings
 from morello_asp.target import engine_files
 
 _CHECKED: set[tuple] = set()  # the files (path, mtime, size) already checked in this process
@@ -47,7 +47,7 @@ def check_logic_files(files, what: str = "rule file") -> list[str]:
     if stamp in _CHECKED:
         return []
     texts = {f: read_text(f, what) for f in user}
-    others = _with_includes([f for f in files if f not in texts])
+    others = texts_with_includes([f for f in files if f not in texts])
     warnings = []
     for f in user:
         warnings += typo_warnings(f, texts[f], others + [texts[g] for g in user if g != f])
