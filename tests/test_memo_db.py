@@ -549,7 +549,9 @@ def test_a_changed_cost_term_changes_the_memo_key(tmp_path, monkeypatch):
     from morello_asp.solver.search.engine import get_engine
 
     db = tmp_path / "m.db"
-    synthesize(parse_spec("Matmul(2x2x2, f32)"), db=str(db))
+    imp = synthesize(parse_spec("Matmul(2x2x2, f32)"), db=str(db))
+    err, tol = imp.compile().check()
+    assert err <= tol
     before, table_before = cost_fingerprint(), default_table(get_engine())
     original = Tile.cost
 
@@ -564,7 +566,8 @@ def test_a_changed_cost_term_changes_the_memo_key(tmp_path, monkeypatch):
         synthesize(parse_spec("Matmul(2x2x2, f32)"), db=str(db))
     monkeypatch.setattr(Tile, "cost", original)
     assert cost_fingerprint() == before
-    synthesize(parse_spec("Matmul(2x2x2, f32)"), db=str(db))  # the same model again: the table answers
+    again = synthesize(parse_spec("Matmul(2x2x2, f32)"), db=str(db))  # the same model again: the table answers
+    assert again.cost == imp.cost
 
 
 def test_the_cost_models_terms_are_in_the_memo_key(tmp_path, monkeypatch):
