@@ -157,6 +157,28 @@ def test_no_implementation_says_whether_the_rules_or_the_memory_limits_are_why(t
         assert "needs 1 line of L1, 0 left" in err, err
 
 
+def test_no_implementation_says_when_its_budget_of_specs_ran_out(tmp_path, capsys, monkeypatch):
+    """Issue 57: when why_none's budget of specs ran out before any way down ended, the
+    message blamed a rule set that loops. It says the budget ran out, names it
+    (MORELLO_ASP_WHY_NONE_SPECS) and how to raise it; with the budget raised the same
+    spec gets the real reason (every kernel forbidden). A budget that is not a number is
+    bad input naming the variable."""
+    f = tmp_path / "forbid.lp"
+    f.write_text("forbid(S, A) :- cand(S, A), A = select(_).\n")
+    argv = ["synth", "Matmul(2x2x4, f32)", "-q", "--no-db", "--rules", str(f)]
+    monkeypatch.setenv("MORELLO_ASP_WHY_NONE_SPECS", "1")
+    rc, _, err = run_main(capsys, argv)
+    want = "no way down ended within the 1 specs looked at, the budget of MORELLO_ASP_WHY_NONE_SPECS=1"
+    check_one_line(rc, err, 2, want)
+    assert "set it higher (e.g. 10)" in err and "loops" not in err, err
+    monkeypatch.setenv("MORELLO_ASP_WHY_NONE_SPECS", "100000")
+    rc, _, err = run_main(capsys, argv)
+    check_one_line(rc, err, 2, "every way down ends where no rewrite applies to (")
+    monkeypatch.setenv("MORELLO_ASP_WHY_NONE_SPECS", "lots")
+    rc, _, err = run_main(capsys, argv)
+    check_one_line(rc, err, 2, "MORELLO_ASP_WHY_NONE_SPECS='lots': expected a whole number of specs, at least 1")
+
+
 def test_synthesize_names_an_argument_of_the_wrong_type():
     """Issue 56: `db=42` was a bare TypeError from pathlib. Each argument of a type the API
     does not take is an InputTypeError (an InputError and a TypeError) naming it and what

@@ -41,6 +41,8 @@ environment:
   MORELLO_ASP_JOBS=N              clingo worker processes (default: one per core, up to 8)
   MORELLO_ASP_GROUND_TIMEOUT=S    time limit of one clingo call in seconds (default 60,
                                   plus 0.1% per spec of a batch)
+  MORELLO_ASP_WHY_NONE_SPECS=N    specs looked at to say why a spec has no implementation
+                                  (default 2000)
   MORELLO_ASP_CACHE=DIR           compiled modules and default memo tables (default
                                   ~/.cache/morello-asp)
   MORELLO_ASP_DB=off              no default memo table: keep nothing without --db

@@ -160,7 +160,9 @@ def parsed_answer(files: tuple[str, ...], facts: str, n: int):
 
 
 # ----------------------------------------------------------------------- settings
-def _env_number(name: str, kind, default, lo, what: str):
+def env_number(name: str, kind, default, lo, what: str):
+    """The number environment variable `name` holds (`default` when unset or blank), of
+    type `kind` and at least `lo`; anything else is an InputError naming it and `what`."""
     text = os.environ.get(name)
     if text is None or text.strip() == "":
         return default
@@ -177,7 +179,7 @@ def jobs() -> int:
     """Worker processes: MORELLO_ASP_JOBS, else one per core (at most 8); 1 in-process."""
     if _INLINE:
         return 1 + spare_cores()
-    env = _env_number("MORELLO_ASP_JOBS", int, None, 1, "a whole number of worker processes, at least 1")
+    env = env_number("MORELLO_ASP_JOBS", int, None, 1, "a whole number of worker processes, at least 1")
     if env is not None:
         return env
     try:
@@ -194,7 +196,7 @@ def calls_ahead() -> int:
 
 
 def ground_timeout(nspecs: int) -> float:
-    base = _env_number(
+    base = env_number(
         "MORELLO_ASP_GROUND_TIMEOUT",
         float,
         DEFAULT_TIMEOUT,

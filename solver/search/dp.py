@@ -207,6 +207,16 @@ def _young_collections_rarer():
             gc.set_threshold(*saved)
 
 
+WHY_NONE_SPECS = 2000  # how many specs why_none looks at, unless MORELLO_ASP_WHY_NONE_SPECS says
+
+
+def why_none_budget() -> int:
+    """How many specs `why_none` looks at: MORELLO_ASP_WHY_NONE_SPECS, default 2000."""
+    return clingo_run.env_number(
+        "MORELLO_ASP_WHY_NONE_SPECS", int, WHY_NONE_SPECS, 1, "a whole number of specs, at least 1"
+    )
+
+
 def _specs(n: int) -> str:
     return f"{n} spec{'s' if n != 1 else ''}"
 
@@ -467,11 +477,15 @@ class Search:
                 return node_from_expansion(spec, e, [self._build(c) for c in e.children])
         raise NoImplementationError(f"stored decision {d.action} no longer applies to {spec} (rules changed?)")
 
-    def why_none(self, spec: Spec, most: int = 2000) -> str:
+    def why_none(self, spec: Spec, most: int | None = None) -> str:
         """Why a spec the search found no implementation of has none, in one line: the
-        specs every way down ends at (breadth first, at most `most` looked at), either
-        because no rewrite applies to them at all (the rules derive none, or forbid every
-        one) or because every rewrite that applies needs more memory than is left."""
+        specs every way down ends at (breadth first, at most `most` looked at: the budget
+        MORELLO_ASP_WHY_NONE_SPECS, default 2000), either because no rewrite applies to
+        them at all (the rules derive none, or forbid every one) or because every rewrite
+        that applies needs more memory than is left. When the budget runs out before any
+        such spec is reached, the message says so, and how to raise it."""
+        if most is None:
+            most = why_none_budget()
         bare: list[Spec] = []  # no rewrite at all
         over: list[tuple[Spec, list[Expansion]]] = []  # rewrites, none within the limits
         seen = {spec}
@@ -507,6 +521,11 @@ class Search:
             s, every = over[0]
             more = f" (and of {_specs(len(over) - 1)} more below it)" if len(over) > 1 else ""
             why.append(f"every rewrite of {s}{more} exceeds its memory limits ({self._least(s, every)})")
+        if not why and queue:  # the budget ran out before a way down ended
+            return (
+                f"{head}: no way down ended within the {len(seen) - len(queue)} specs looked at, the budget of "
+                f"MORELLO_ASP_WHY_NONE_SPECS={most}; set it higher (e.g. {most * 10}) to look further"
+            )
         if not why:  # only a rule set that loops back to an open spec
             return f"{head}: its rewrites lead back to specs being solved (a rule set that loops)"
         return f"{head}: every way down ends where " + "; and where ".join(why)
