@@ -2,9 +2,10 @@
 
 `archspec` names the host's microarchitecture and its features; sysfs gives its caches
 (size, ways, sets, line size, which CPUs share each) and the cores this process may use.
-From the features comes the instruction set whose files the target includes (the first
-of `ISAS` whose features the CPU has; NEON on aarch64; else plain scalar C, said in one
-line on stderr). The machine is the ISA's own model machine (`targets/<isa>/machine.lp`)
+From the features comes the instruction set whose files the target includes: of those
+whose facts say the CPU can run them (tgt_native_family/1, tgt_cpu_flag/1), the one of
+highest tgt_native_rank/1 (avx512, avx2, neon, scalar C; the scalar fallback is said in
+one line on stderr). The machine is the ISA's own model machine (`targets/<isa>/machine.lp`)
 with the host's numbers in place of the model's: the first cache level's capacity in
 lines, its ways and sets (rules/aliasing.lp), the line size and the threads; how
 programs are built and run is the defaults' (gcc, in process), since they run here.
@@ -38,15 +39,7 @@ from morello_asp.user_cache import keep, pickled, stamp, user_cache_dir
 
 TARGETS = DIR / "targets"
 SYSFS = Path("/sys/devices/system/cpu")
-# Instruction sets whose files the native target may include, best first, each with the
-# CPU features (archspec's names) it needs; the name is the folder of its files and its
-# shipped entry file (targets/avx512.lp).
-ISAS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("avx512", ("avx512f", "avx512bw", "avx512vl", "avx512dq")),
-    ("avx2", ("avx2", "fma")),
-)
-NEON = ("neon", "aarch64")  # the ISA of an aarch64 CPU (archspec's family name)
-SCALAR = "scalar"  # plain C, where no other ISA serves the CPU (targets/scalar.lp, c_scalar.lp)
+SCALAR = "scalar"  # the ISA of the fallback message (targets/scalar.lp)
 # The facts of an ISA's model machine the host's numbers replace (the first cache level's
 # tgt_level/6, tgt_cache_ways/2 and tgt_cache_sets/2 too), and how the model's programs
 # are built and run (a cross compiler, an emulator): native programs run here.
@@ -75,6 +68,46 @@ class Cache:
 
 
 @dataclass(frozen=True)
+class Isa:
+    """An instruction set the native target may include: a shipped entry file
+    targets/NAME.lp over NAME/isa.lp and NAME/machine.lp, and what its facts say it needs."""
+
+    name: str
+    family: str | None  # tgt_native_family/1: archspec's CPU family; None: any
+    rank: int  # tgt_native_rank/1
+    flags: tuple[str, ...]  # tgt_cpu_flag/1: the CPU features its programs need
+
+
+def _isa_facts(entry: Path) -> Isa | None:
+    ctl = clingo.Control(["--warn=none"])
+    ctl.load(str(entry))
+    ctl.ground([("base", [])])
+
+    def args(name: str) -> list[clingo.Symbol]:
+        return [a.symbol.arguments[0] for a in ctl.symbolic_atoms.by_signature(name, 1)]
+
+    ranks = [a.number for a in args("tgt_native_rank")]
+    if not ranks:
+        return None  # not offered to hosts
+    fams = [a.name or a.string for a in args("tgt_native_family")]
+    flags = tuple(sorted(a.string for a in args("tgt_cpu_flag")))
+    return Isa(entry.stem, fams[0] if fams else None, max(ranks), flags)
+
+
+def isas() -> tuple[Isa, ...]:
+    """The shipped instruction sets, read from their facts (remembered in the user's cache
+    by the files' contents: grounding them took about 12 ms a process)."""
+    entries = sorted(e for e in TARGETS.glob("*.lp") if (TARGETS / e.stem / "isa.lp").is_file())
+    key = stamp((Path(__file__),), read_logic(entries), clingo.__version__)
+    return pickled(
+        "native",
+        f"isas-{key[:32]}",
+        lambda: tuple(i for i in map(_isa_facts, entries) if i is not None),
+        lambda v: isinstance(v, tuple) and all(isinstance(i, Isa) for i in v),
+    )
+
+
+@dataclass(frozen=True)
 class Host:
     """What the native target is made from."""
 
@@ -88,25 +121,26 @@ class Host:
     def data_cache(self, level: int) -> Cache | None:
         return next((c for c in self.caches if c.level == level and c.type in ("Data", "Unified")), None)
 
+    def runs(self, isa: Isa) -> bool:
+        return (isa.family is None or isa.family == self.family) and all(f in self.features for f in isa.flags)
+
     @property
     def isa(self) -> str:
-        """The instruction set whose files serve this CPU."""
-        for isa, needs in ISAS:
-            if all(f in self.features for f in needs):
-                return isa
-        if self.family == NEON[1]:
-            return NEON[0]
-        return SCALAR
+        """The instruction set whose files serve this CPU: of those it can run, the one
+        of highest tgt_native_rank/1."""
+        fits = [i for i in isas() if self.runs(i)]
+        return max(fits, key=lambda i: (i.rank, i.name)).name if fits else SCALAR
 
     @property
     def isa_reason(self) -> str:
-        for isa, needs in ISAS:
-            if isa == self.isa:
-                return f"the CPU has {', '.join(needs)}"
-        if self.isa == NEON[0]:
-            return f"an {NEON[1]} CPU"
-        best = ISAS[-1]
-        return f"no ISA file serves it ({best[0]} needs {', '.join(best[1])})"
+        chosen = next((i for i in isas() if i.name == self.isa), None)
+        if chosen is not None and chosen.flags:
+            return f"the CPU has {', '.join(chosen.flags)}"
+        if chosen is not None and chosen.family is not None:
+            return f"a {chosen.family} CPU"
+        better = [i for i in isas() if chosen is None or i.rank > chosen.rank]
+        needs = "; ".join(f"{i.name} needs {i.family or 'any'} and {', '.join(i.flags) or 'nothing'}" for i in better)
+        return f"no other ISA file serves it ({needs})"
 
 
 def _read(path: Path) -> str | None:

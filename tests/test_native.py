@@ -91,6 +91,19 @@ def test_an_avx2_host_gets_the_avx2_files_and_counts_smt_siblings_once(tmp_path)
     assert "tgt_cache_ways(l1,8)" in facts(t.files[0]) and "tgt_cache_sets(l1,64)" in facts(t.files[0])
 
 
+def test_the_isa_is_chosen_by_the_isa_files_facts_not_by_a_table_in_python(tmp_path):
+    # each ISA's files say what a host needs (tgt_native_family/1, tgt_cpu_flag/1) and its
+    # rank (tgt_native_rank/1): avx512's programs are built with -mavx512f alone, so a CPU
+    # with AVX-512F but not BW/VL/DQ (Knights Landing) runs them; one without FMA runs neither
+    assert {i.name: i.flags for i in native.isas()}["avx512"] == ("avx2", "avx512f", "fma")
+    sysfs = fake_sysfs(tmp_path / "sys", ZEN3_CACHES, cpus=[0])
+    assert native.detect(sysfs, cpu("knl", features=("avx2", "fma", "avx512f")), cpus=[0]).isa == "avx512"
+    no_fma = native.detect(sysfs, cpu("x", features=("avx2", "avx512f")), cpus=[0])
+    assert no_fma.isa == "scalar" and "avx2 needs x86_64 and avx2, fma" in no_fma.isa_reason
+    arm_flags_on_x86 = native.detect(sysfs, cpu("x", features=("asimd",)), cpus=[0])
+    assert arm_flags_on_x86.isa == "scalar"  # neon's family is aarch64
+
+
 def test_an_aarch64_host_gets_neon_built_and_run_here(tmp_path):
     from morello_asp.codegen.ctarget import get_ctarget
 

@@ -27,7 +27,8 @@ def test_neon_target_facts():
     tgt = ct.target
     assert tgt.name == "neon" and sorted(tgt.vector_types) == [16] and tgt.level("VRF").capacity == 32
     assert ct.run_mode == "standalone" and ct.emulator == ("qemu-aarch64",)
-    assert ct.compiler_command == "aarch64-linux-gnu-gcc" and ct.cpu_flags == ()
+    assert ct.compiler_command == "aarch64-linux-gnu-gcc" and ct.cpu_flags == ("asimd",)
+    assert ct.missing_cpu_flags() == []  # emulated: the flag is what a native aarch64 host needs
     assert "arm_neon.h" in ct.headers
 
 
