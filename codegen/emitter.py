@@ -63,16 +63,33 @@ class View:
     # None for a view with the buffer's dimensions in order (a reshaping rewrite such as
     # spatial_split drops and permutes them).
     axes: tuple[int | None, ...] | None = None
+    # Per buffer dimension, how many positions of the buffer one step of the view moves
+    # (None: one each): spatial_split's view of a stride-2 convolution's image takes every
+    # other pixel of a row.
+    steps: tuple[int, ...] | None = None
 
     def position(self, coord) -> list[Expr]:
         """The buffer coordinates of view coordinate `coord`."""
+        st = self.steps or (1,) * len(self.origin)
         if self.axes is None:
-            return [o + lift(c) for o, c in zip(self.origin, coord)]
-        return [o if a is None else o + lift(coord[a]) for o, a in zip(self.origin, self.axes)]
+            return [o + _scaled(c, k) for o, c, k in zip(self.origin, coord, st)]
+        return [o if a is None else o + _scaled(coord[a], k) for o, a, k in zip(self.origin, self.axes, st)]
 
     def buffer_dim(self, j: int) -> int:
         """The buffer dimension view dimension j indexes."""
         return j if self.axes is None else self.axes.index(j)
+
+    def shifted(self, j: int, by: Expr) -> tuple[Expr, ...]:
+        """The origin moved `by` positions of the view along its dimension j."""
+        b = self.buffer_dim(j)
+        origin = list(self.origin)
+        origin[b] = origin[b] + _scaled(by, self.steps[b] if self.steps else 1)
+        return tuple(origin)
+
+
+def _scaled(c, k: int) -> Expr:
+    """Coordinate `c` (an Expr or int) times k."""
+    return lift(c) if k == 1 else lift(c) * k
 
 
 def param_names(spec: Spec) -> list[str]:

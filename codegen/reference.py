@@ -90,12 +90,13 @@ def _const(c, dt: np.dtype):
 def _grid_view(a: np.ndarray, access, shape) -> np.ndarray:
     """Operand `a` seen on the spec's point grid: axis D of the view is spec dimension D
     (stride 0 where the operand does not depend on it); a dimension indexed by a sum of
-    spec dimensions gives each of them its stride, an offset shifts the start."""
+    spec dimensions gives each of them its stride times its coefficient (a stride-2
+    convolution's image row 2h + fh steps two rows per h), an offset shifts the start."""
     base = a[tuple(slice(x.offset, None) for x in access)] if any(x.offset for x in access) else a
     strides = [0] * len(shape)
     for j, x in enumerate(access):
-        for d in x.dims:
-            strides[d] += base.strides[j]
+        for d, c in x.terms:
+            strides[d] += c * base.strides[j]
     vshape = [n if strides[d] or any(d in x.dims for x in access) else 1 for d, n in enumerate(shape)]
     strides = [s if n > 1 else 0 for s, n in zip(strides, vshape)]
     return as_strided(base, shape=vshape, strides=strides, writeable=False)

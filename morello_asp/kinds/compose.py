@@ -134,7 +134,7 @@ def build_kind(name: str) -> Kind:
     for c, j in sources:
         comp = parts[c]
         accesses.append(
-            tuple(Access(tuple(comp.dims[d] for d in a.dims), a.offset) for a in comp.kind.access(comp.rank)[j])
+            tuple(Access(tuple(comp.dims[d] for d in a.dims), a.offset, a.coefs) for a in comp.kind.access(comp.rank)[j])
         )
     params: list[str] = []
     for c, j in sources:

@@ -62,14 +62,32 @@ COMBINERS: dict[str, int | str] = {"add": 0, "mul": 1, "max": "neg_inf", "min": 
 
 @dataclass(frozen=True)
 class Access:
-    """One logical dimension of an operand: the sum of spec dimensions `dims` plus
-    `offset` indexes it, so its extent is sum(size - 1) + 1 + offset."""
+    """One logical dimension of an operand: the sum of spec dimensions `dims`, each
+    times its coefficient in `coefs` (all 1 when not given), plus `offset` indexes it,
+    so its extent is sum(coef * (size - 1)) + 1 + offset. A convolution with stride 2
+    reads image row 2*h + fh: dims (h, fh), coefs (2, 1)."""
 
     dims: tuple[int, ...]
     offset: int = 0
+    coefs: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        if not self.coefs:  # the same Access whether or not the ones are spelled out
+            object.__setattr__(self, "coefs", (1,) * len(self.dims))
+        elif len(self.coefs) != len(self.dims):
+            raise ValueError(f"Access: {len(self.coefs)} coefficients for {len(self.dims)} dimensions")
 
     def extent(self, shape) -> int:
-        return sum(shape[d] - 1 for d in self.dims) + 1 + self.offset
+        return sum(c * (shape[d] - 1) for d, c in zip(self.dims, self.coefs)) + 1 + self.offset
+
+    @property
+    def terms(self) -> tuple[tuple[int, int], ...]:
+        """(spec dimension, coefficient) of each term of the sum."""
+        return tuple(zip(self.dims, self.coefs))
+
+    def coef(self, d: int) -> int:
+        """The coefficient of spec dimension d in this index (0: d does not move it)."""
+        return sum(c for e, c in self.terms if e == d)
 
     @property
     def unit(self) -> bool:
@@ -79,8 +97,14 @@ class Access:
 
     @property
     def single(self) -> int | None:
-        """The spec dimension this dimension is, if it is exactly one."""
-        return self.dims[0] if len(self.dims) == 1 and not self.offset else None
+        """The spec dimension this dimension is, if it is exactly one (coefficient 1, no offset)."""
+        return self.dims[0] if len(self.dims) == 1 and self.coefs == (1,) and not self.offset else None
+
+    def text(self, names) -> str:
+        """The index as text over dimension names: `2*h + fh`, `m`, `0`."""
+        t = " + ".join(names[d] if c == 1 else f"{c}*{names[d]}" for d, c in self.terms)
+        t += f" + {self.offset}" if self.offset and t else str(self.offset) if self.offset else ""
+        return t or "0"
 
 
 @dataclass(frozen=True)
@@ -229,11 +253,7 @@ class Kind:
                 if units and max(units) >= len(dims) - 1:
                     ds = [("0" if d in units else f"d{d}") for d in range(max(units) + 1)] + ["..."]
                 return f"{self.params[i]}[{', '.join(ds)}]"
-            parts = []
-            for a in self.accesses[i]:
-                t = " + ".join(dims[d] for d in a.dims) + (f" + {a.offset}" if a.offset else "")
-                parts.append(t or "0")
-            return f"{self.params[i]}[{', '.join(parts)}]"
+            return f"{self.params[i]}[{', '.join(a.text(dims) for a in self.accesses[i])}]"
 
         ins = ", ".join(acc_text(i) for i in range(len(self.params)) if i not in self.outputs)
         if self.components is not None:
@@ -529,7 +549,10 @@ def _kind(k, args_of, accum, source_of) -> Kind:
         accesses = tuple(acc[i] for i in range(len(params)))
         for o in outputs:
             if any(x.single is None and not x.unit for x in accesses[o]):
-                bad(f"output {params[o]} must index each dimension by one spec dimension or 0 (no sums or offsets)")
+                bad(
+                    f"output {params[o]} must index each dimension by one spec dimension or 0 "
+                    "(no sums, coefficients or offsets)"
+                )
             named = [x.dims[0] for x in accesses[o] if not x.unit]
             if len(set(named)) != len(named):
                 bad(f"output {params[o]} repeats a dimension")
@@ -627,19 +650,31 @@ def _access(sym, dims, op, bad: Callable[[str], NoReturn]) -> tuple[Access, ...]
             out.append(Access(()))  # a dimension of size one, indexed by 0
             continue
         terms = it.arguments if it.type == clingo.SymbolType.Function and it.name == "sum" else [it]
-        ds, off = [], 0
+        ds: list[int] = []
+        cs: list[int] = []
+        off = 0
         for t in terms:
-            if t.type == clingo.SymbolType.Number:
+            coef = 1
+            if t.type == clingo.SymbolType.Function and t.name == "scale":
+                a = t.arguments
+                if len(a) != 2 or a[0].type != clingo.SymbolType.Number or a[0].number < 1:
+                    bad(f"operand {op}: {t} in {it} must be scale(A, D), A an integer >= 1 and D a spec dimension")
+                coef, t = a[0].number, a[1]
+            if t.type == clingo.SymbolType.Number and coef == 1:
                 if t.number < 0:
                     bad(f"operand {op}: offset {t.number} in {it} must be at least 0")
                 off += t.number
             elif t.type == clingo.SymbolType.Function and not t.arguments and t.name in dims:
-                ds.append(dims.index(t.name))
+                d = dims.index(t.name)
+                if d in ds:
+                    bad(f"operand {op}'s dimension {it} names {t.name} twice")
+                ds.append(d)
+                cs.append(coef)
             else:
                 bad(f"operand {op}'s dimension {it} names {t}, which is not a spec dimension ({', '.join(dims)})")
         if not ds:
             bad(f"operand {op}'s dimension {it} names no spec dimension (write 0 for a dimension of size one)")
-        out.append(Access(tuple(ds), off))
+        out.append(Access(tuple(ds), off, tuple(cs)))
     return tuple(out)
 
 

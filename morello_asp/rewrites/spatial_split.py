@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from morello_asp.codegen.simplify import VarRange
+from morello_asp.errors import CodegenError
 from morello_asp.expr import Const, Expr, Var
 from morello_asp.ir import FilterLoop
 from morello_asp.rewrites.action import Action
@@ -26,6 +27,16 @@ from morello_asp.rewrites.base import Rewrite
 # the dimensions the filter position moves (image h, w; filters fh, fw).
 _BODY_DIMS = {0: (0, 3, 1), 1: (None, 1, 0), 2: (0, 3, 1)}
 _MOVED = {0: (2, 3), 1: (2, 3), 2: ()}
+# The convolution's dimension each body dimension stands for, per operand (the body is
+# MatmulAccum b x m x k x n = 1 x w x c x f: lhs (b, m, k), rhs (b, k, n), out (b, m, n)).
+_BODY_NAMES = {0: ("b", "w", "c"), 1: ("b", "c", "f"), 2: ("b", "w", "f")}
+
+
+def _coef(spec, op: int, j: int, name: str) -> int:
+    """The coefficient of the convolution's dimension `name` in the index of operand
+    op's dimension j (kind_access/3): a stride-2 image column 2*w + fw has 2 for w."""
+    names = spec.k.dim_names(len(spec.shape))
+    return spec.k.access(len(spec.shape))[op][j].coef(names.index(name))
 
 
 def action() -> Action:
@@ -97,17 +108,32 @@ class SpatialSplit(Rewrite):
             opened.append(v)
             shift.append(Var(v))
         body = node.body.spec
+        spec = node.spec
         kids = []
         for op, v in enumerate(views):
+            if v.axes is not None or v.steps is not None:
+                raise CodegenError(f"spatial_split of {spec.short()}: operand {op} is already a reshaped view")
+            # the filter position moves the image by the dilation (image row h + 2*fh)
             origin = list(v.origin)
-            for dim, s in zip(_MOVED[op], shift):
-                origin[v.buffer_dim(dim)] = origin[v.buffer_dim(dim)] + s
+            for dim, s, name in zip(_MOVED[op], shift, ("fh", "fw")):
+                c = _coef(spec, op, dim, name)
+                origin[dim] = origin[dim] + (s * c if c != 1 else s)
             axes: list[int | None] = [None] * len(v.origin)
+            steps = [1] * len(v.origin)
             for i, dim in enumerate(_BODY_DIMS[op]):
                 if dim is not None:
-                    axes[v.buffer_dim(dim)] = i
+                    axes[dim] = i
+                    # the stride: the body's next pixel is the image's stride-th (2*w + fw)
+                    steps[dim] = _coef(spec, op, dim, _BODY_NAMES[op][i])
             kids.append(
-                replace(v, origin=tuple(origin), shape=body.operand_shapes[op], ts=body.operands[op], axes=tuple(axes))
+                replace(
+                    v,
+                    origin=tuple(origin),
+                    shape=body.operand_shapes[op],
+                    ts=body.operands[op],
+                    axes=tuple(axes),
+                    steps=tuple(steps) if any(x != 1 for x in steps) else None,
+                )
             )
         em.emit(node.body, kids)
         for v in reversed(opened):
@@ -149,8 +175,18 @@ class SpatialSplit(Rewrite):
         s = z3.Solver()
         s.add(0 <= fh, fh < d["fh"], 0 <= fw, fw < d["fw"])
         img, filt, outp = spec.operand_shapes
-        # image rows fh, columns fw .. fw + w - 1; filters at (fh, fw); the output row 0
-        s.add(z3.Or(fh + 1 > img[2], fw + d["w"] > img[3], fh + 1 > filt[2], fw + 1 > filt[3], outp[2] < 1))
+        # image row D*fh, columns D*fw + S*x for x < w (stride S, dilation D: the kind's
+        # coefficients); filters at (fh, fw); the output row 0
+        sw, dh, dw = _coef(spec, 0, 3, "w"), _coef(spec, 0, 2, "fh"), _coef(spec, 0, 3, "fw")
+        s.add(
+            z3.Or(
+                dh * fh + 1 > img[2],
+                dw * fw + sw * (d["w"] - 1) + 1 > img[3],
+                fh + 1 > filt[2],
+                fw + 1 > filt[3],
+                outp[2] < 1,
+            )
+        )
         r, m = solve(s)
         what = f"{name}: every filter position's views stay inside the operands"
         if r == z3.sat:

@@ -231,7 +231,7 @@ class Tile(Rewrite):
                 origin = [z3.IntVal(o) for o in off]
             for op, (acc, full, part) in enumerate(zip(access, spec.operand_shapes, child.spec.operand_shapes)):
                 for j, a in enumerate(acc):
-                    start = z3.Sum([origin[d] for d in a.dims])
+                    start = z3.Sum([c * origin[d] for d, c in a.terms])
                     bad.append(z3.Or(start < 0, start + part[j] > full[j]))
                     labels.append((label, op, j))
         s.add(z3.Or(bad))
@@ -409,12 +409,13 @@ def _emit_loop(em: Emitter, node: Loop, views: list[View]) -> None:
     def body_views(shift: dict[int, Expr], sub) -> list[View]:
         out = []
         for i, v in enumerate(views):
-            origin = list(v.origin)
-            for j, a in enumerate(access[i]):  # a sum of spec dimensions moves by the sum of their shifts
-                for d in a.dims:
+            # a sum of spec dimensions moves by the sum of their shifts, each times its
+            # coefficient (a tile of t rows of a stride-2 convolution moves 2t image rows)
+            for j, a in enumerate(access[i]):
+                for d, c in a.terms:
                     if d in shift:
-                        origin[v.buffer_dim(j)] = origin[v.buffer_dim(j)] + shift[d]
-            out.append(replace(v, origin=tuple(origin), shape=sub.operand_shapes[i], ts=sub.operands[i]))
+                        v = replace(v, origin=v.shifted(j, shift[d] * c if c != 1 else shift[d]))
+            out.append(replace(v, shape=sub.operand_shapes[i], ts=sub.operands[i]))
         return out
 
     # The loop nest inside a cache move spreads the prefetches of its next tile: the

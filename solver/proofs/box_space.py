@@ -114,14 +114,14 @@ class BoxSpace:
     # ---- what the box holds -------------------------------------------------------
     def operand_shape(self, op, dims=None):
         """Operand op's extents over spec dimensions `dims` (default: the box's); a sum of
-        dimensions has extent sum(size - 1) + 1 + offset."""
+        dimensions has extent sum(coef * (size - 1)) + 1 + offset."""
         dims = self.dims if dims is None else dims
         out = []
         for a in self.op_access[op]:
             if a.single is not None:
                 out.append(dims[a.single])
             else:
-                out.append(sum(dims[d] for d in a.dims) - len(a.dims) + 1 + a.offset)
+                out.append(sum(c * dims[d] for d, c in a.terms) - sum(a.coefs) + 1 + a.offset)
         return out
 
     def operand_volume(self, op):

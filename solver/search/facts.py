@@ -102,6 +102,7 @@ def _kind_facts(kind: str, rank: int, k) -> list[str]:
                 f.append(f"kind_rank_opdim({head},{op},{j},{a.single}).")
             else:
                 f += [f"kind_rank_opsum({head},{op},{j},{d})." for d in a.dims]
+                f += [f"kind_rank_opcoef({head},{op},{j},{d},{c})." for d, c in a.terms if c != 1]
                 f.append(f"kind_rank_opoff({head},{op},{j},{a.offset}).")
     return f
 
