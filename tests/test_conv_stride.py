@@ -90,7 +90,10 @@ def test_the_family_is_declared_with_coefficients():
 
 @pytest.mark.parametrize(
     "access,problem",
-    [("sum(scale(0, m), n)", "scale(A, D), A an integer >= 1"), ("sum(scale(2, q), n)", "which is not a spec dimension")],
+    [
+        ("sum(scale(0, m), n)", "scale(A, D), A an integer >= 1"),
+        ("sum(scale(2, q), n)", "which is not a spec dimension"),
+    ],
 )
 def test_bad_coefficients_are_refused_by_name(tmp_path, access, problem):
     f = tmp_path / "bad.lp"

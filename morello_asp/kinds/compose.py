@@ -11,11 +11,11 @@ cuts it at an intermediate into a producer and a consumer (`cut`).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from morello_asp.errors import MorelloError, SpecError
-from morello_asp.kinds.declared import Access, Kind, declared_kind, declared_names
+from morello_asp.kinds.declared import Kind, declared_kind, declared_names
 from morello_asp.naming import compose_name, is_compose_name, parse_compose_name, snake
 
 
@@ -134,7 +134,7 @@ def build_kind(name: str) -> Kind:
     for c, j in sources:
         comp = parts[c]
         accesses.append(
-            tuple(Access(tuple(comp.dims[d] for d in a.dims), a.offset, a.coefs) for a in comp.kind.access(comp.rank)[j])
+            tuple(replace(a, dims=tuple(comp.dims[d] for d in a.dims)) for a in comp.kind.access(comp.rank)[j])
         )
     params: list[str] = []
     for c, j in sources:

@@ -8,6 +8,9 @@ IR node: FilterLoop.
 No action args. The body's views drop and reorder the convolution's dimensions
 (codegen/emit.py View.axes): the image view's rows are the pixels w + fw at row fh, the
 filters view is the (c, f) plane at (fh, fw), the output view is the row's (w, f) plane.
+A strided or dilated convolution (kinds/conv.lp: image column S*w + D*fw) reads the
+pixels S*w + D*fw at row D*fh: its image view steps S pixels per row (View.steps), the
+coefficients read from the kind's accesses.
 """
 
 from __future__ import annotations
