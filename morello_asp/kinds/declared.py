@@ -835,8 +835,9 @@ def summary() -> str:
 
 def unknown_kind_hint(name: str) -> str:
     """What a user probably meant by a kind name that is not one: a family named without
-    its dimension (`Softmax` for Softmax0..3) or with one it lacks, or a near spelling
-    (`MatMul`). '' if nothing is near."""
+    its dimension (`Softmax` for Softmax0..3) or with one it lacks, a family of
+    fixed-rank kinds named with a number it lacks (`ConvS5`: ConvS2..ConvS4 are the
+    strides declared), or a near spelling (`MatMul`). '' if nothing is near."""
     import difflib
     import re
 
@@ -844,6 +845,9 @@ def unknown_kind_hint(name: str) -> str:
     m = re.fullmatch(r"(.*?)(\d*)", name)
     base = m.group(1) if m else name
     family = sorted((n for n in names if re.fullmatch(re.escape(base) + r"\d+", n)), key=lambda n: int(n[len(base) :]))
+    if family and any(all_kinds()[n].dims is not None for n in family):
+        # a fixed-rank family's number is not a dimension (ConvS2..ConvS4: the stride)
+        return f"{name} is not declared; its family declares {', '.join(family)}"
     if family:
         ex = family[min(1, len(family) - 1)]
         return (
