@@ -6,8 +6,10 @@ From the features comes the instruction set whose files the target includes: of 
 whose facts say the CPU can run them (tgt_native_family/1, tgt_cpu_flag/1), the one of
 highest tgt_native_rank/1 (avx512, avx2, neon, scalar C; the scalar fallback is said in
 one line on stderr). The machine is the ISA's own model machine (`targets/<isa>/machine.lp`)
-with the host's numbers in place of the model's: the first cache level's capacity in
-lines, its ways and sets (rules/aliasing.lp), the line size and the threads; how
+with the host's numbers in place of the model's: each cache level's capacity in lines (the
+model's cache levels in index order are the host's L1, L2, ...; tgt_native_fraction/2
+may give a level part of its cache), its ways and sets (rules/aliasing.lp), the line
+size and the threads; how
 programs are built and run is the defaults' (gcc, in process), since they run here.
 
 The file is written into the user's cache directory (`native/`), named by
@@ -40,7 +42,7 @@ from morello_asp.user_cache import keep, pickled, stamp, user_cache_dir
 TARGETS = DIR / "targets"
 SYSFS = Path("/sys/devices/system/cpu")
 SCALAR = "scalar"  # the ISA of the fallback message (targets/scalar.lp)
-# The facts of an ISA's model machine the host's numbers replace (the first cache level's
+# The facts of an ISA's model machine the host's numbers replace (each cache level's
 # tgt_level/6, tgt_cache_ways/2 and tgt_cache_sets/2 too), and how the model's programs
 # are built and run (a cross compiler, an emulator): native programs run here.
 REPLACED = frozenset({"tgt_name", "tgt_threads", "tgt_line_bytes"})
@@ -310,20 +312,26 @@ def how_to_name(name: str) -> str:
     return f"--target {name}"
 
 
+def _fractions(machine: Path) -> dict[str, int]:
+    """tgt_native_fraction/2 of a machine file: level -> D (the level gets 1/D of the host's cache)."""
+    ctl = clingo.Control(["--warn=none"])
+    ctl.load(str(machine))
+    ctl.ground([("base", [])])
+    atoms = ctl.symbolic_atoms.by_signature("tgt_native_fraction", 2)
+    return {str(a.symbol.arguments[0]): a.symbol.arguments[1].number for a in atoms}
+
+
 def target_text(host: Host) -> str:
     """The fact file of the native target for `host`."""
     isa = host.isa
     machine = TARGETS / isa / "machine.lp"
-    l1 = host.data_cache(1)
-    first_cache = next((r for r in _levels(machine) if r[5] == "cache"), None)
-    mine = l1 is not None and first_cache is not None
+    fractions = _fractions(machine)
+    # the model's cache levels in index order are the host's L1, L2, ...: each the host has is replaced
+    model_caches = [r for r in _levels(machine) if r[5] == "cache"]
+    replaced = {r[0]: (r, c) for rank, r in enumerate(model_caches, 1) if (c := host.data_cache(rank)) is not None}
 
     def drop(name: str, arg: str) -> bool:
-        return (
-            name in REPLACED
-            or name in BUILD
-            or (mine and name in CACHE_FACTS and first_cache is not None and arg == first_cache[0])
-        )
+        return name in REPLACED or name in BUILD or (name in CACHE_FACTS and arg in replaced)
 
     lines = [
         "% The native target of a host, written by morello-asp (morello_asp/native.py) from what",
@@ -337,15 +345,19 @@ def target_text(host: Host) -> str:
         f"tgt_name({target_name(host)}).",
         f"tgt_threads({host.cores}).",
     ]
+    l1 = host.data_cache(1)
     line = l1.line if l1 is not None else 64
     lines.append(f"tgt_line_bytes({line}).")
-    if mine and l1 is not None and first_cache is not None:
-        name, index, _, unit, weight, kind = first_cache
+    for rank, (name, (row, cache)) in enumerate(replaced.items(), 1):
+        _, index, _, unit, weight, kind = row
+        frac = fractions.get(name, 1)
+        share = "" if frac == 1 else f", 1/{frac} of it (tgt_native_fraction/2)"
         lines += [
             "",
-            f"% The first cache level: the host's L1 data cache, {l1.size // l1.line} lines of {l1.line} bytes.",
-            f"tgt_level({name}, {index}, {l1.size // l1.line}, {unit}, {weight}, {kind}).",
-            f"tgt_cache_ways({name}, {l1.ways}). tgt_cache_sets({name}, {l1.sets}).",
+            f"% Cache level {rank}: the host's L{cache.level} {cache.type.lower()} cache, "
+            f"{cache.size // cache.line} lines of {cache.line} bytes{share}.",
+            f"tgt_level({name}, {index}, {cache.size // cache.line // frac}, {unit}, {weight}, {kind}).",
+            f"tgt_cache_ways({name}, {cache.ways}). tgt_cache_sets({name}, {cache.sets}).",
         ]
     lines += ["", f"% The rest of {isa}/machine.lp, the model machine:"]
     lines += rules_except(machine, drop)
