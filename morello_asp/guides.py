@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from morello_asp.errors import ScheduleError
 from morello_asp.ir import Impl, SpecHole
+from morello_asp.kinds import all_kinds
 from morello_asp.recipes import register_block
 from morello_asp.spec import Spec
 
@@ -95,8 +96,8 @@ def conv(spec: Spec) -> Impl:
     over views of the image, filters and output (the register block, its loads and
     kernels, found by the synthesizer)."""
     problems = []
-    if spec.kind != "Conv":
-        problems.append(f"a Conv spec (got {spec.kind})")
+    if not _is_conv(spec.k):
+        problems.append(f"a Conv spec, of any stride or dilation (got {spec.kind})")
     elif spec.shape[0] != 1:
         problems.append(f"batch 1 (got {spec.shape[0]})")
     for ts, want in zip(spec.operands, CHANNELS_LAST):
@@ -120,9 +121,24 @@ def conv(spec: Spec) -> Impl:
             if hole.spec.kind == "Move":
                 imp = imp.subschedule(path, _pack_filters(nr))
     for path, hole in imp.holes():  # the Conv
-        if hole.spec.kind == "Conv":
+        if hole.spec.kind == spec.kind:
             imp = imp.subschedule(path, _conv_blocks)
     return imp
+
+
+def _is_conv(k) -> bool:
+    """A convolution of Conv's dimensions, operands, filters and output, with any image
+    access: Conv, or a strided or dilated one (ConvS2, ConvD2, ...: kinds/conv.lp)."""
+    conv = all_kinds().get("Conv")
+    return (
+        conv is not None
+        and not k.is_accum
+        and (k.dims, k.params, k.values) == (conv.dims, conv.params, conv.values)
+        and k.accesses is not None
+        and conv.accesses is not None
+        and k.accesses[1:] == conv.accesses[1:]
+        and [a.dims for a in k.accesses[0]] == [a.dims for a in conv.accesses[0]]
+    )
 
 
 def filter_pack(nr: int) -> str:
@@ -163,7 +179,7 @@ def _conv_blocks(a: Impl) -> Impl:
     if tile == list(a.spec.shape):
         imp = a.to_accum()
         for path, hole in imp.holes():
-            if hole.spec.kind == "ConvAccum":
+            if hole.spec.k.accum_of == a.spec.kind:
                 imp = imp.subschedule(path, lambda acc: acc.spatial_split())
         return imp
     imp = a.tile(tile)

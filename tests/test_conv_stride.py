@@ -217,6 +217,15 @@ def test_random_strides_and_dilations_synthesize_prove_and_run(text, s, d):
     check(synthesize(text), s, d)
 
 
+@pytest.mark.slow  # ~10 s of CPU
+def test_the_conv_guide_blocks_a_strided_convolution():
+    """The conv guide takes any stride (ConvS2 here: filters packed by 16 output
+    channels, blocks of a row of pixels, spatial_split) and its program proves and runs."""
+    imp = synthesize(channels_last("ConvS2", "1x32x16x3x14x3x3"), guide="conv", db=None)
+    check(imp, 2, 1)
+    assert "spatial_split" in str(imp)
+
+
 @pytest.mark.slow  # ~1 min
 def test_memo_boxes_of_a_strided_convolution_prove(tmp_path):
     """The memo table's boxes of a strided kind (extents with coefficients) prove."""
