@@ -3,6 +3,12 @@ round synthesizes every size from an empty memo once with each revision, in sepa
 processes one after the other, so a change in the machine's load falls on both.
 
     python benchmarks/revisions.py --base REV [--sizes 8 16] [--rounds 3] [--plot out.png]
+    python benchmarks/revisions.py --base REV --cli [--target avx2] [--sizes 64 1024]
+
+--cli times each revision's own command line (`morello-asp synth "Matmul(NxNxN, f32)"
+--target T --db NEW`, the process start to exit, the cost read from its listing), which
+every revision has, however its modules were laid out since (the default mode imports
+this checkout's module paths in both). `benchmarks/synthesis.py --compare REV` runs it.
 
 The base revision is exported (`git archive`) and installed without its dependencies
 into a throwaway virtual environment that borrows this one's (clingo, z3, numpy, ...).
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -70,8 +77,9 @@ print(json.dumps({"where": where, "wall": wall, "cost": imp.cost.main, "solved":
 """
 
 
-def base_python(rev: str, work: Path) -> Path:
-    """A python that imports morello_asp as it was at `rev`."""
+def base_python(rev: str, work: Path, editable: bool = False) -> Path:
+    """A python that imports morello_asp as it was at `rev` (`editable`: installed in place,
+    so that a subpackage its pyproject did not list yet is found, as in its own checkout)."""
     src = work / "src"
     src.mkdir()
     tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
@@ -86,7 +94,7 @@ def base_python(rev: str, work: Path) -> Path:
         text=True,
     ).stdout.strip()
     subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", "--no-deps", str(src)],
+        [str(py), "-m", "pip", "install", "-q", "--no-deps", *(["-e"] if editable else []), str(src)],
         check=True,
     )
     # then this environment's packages, after the base revision's own install (whose
@@ -104,6 +112,34 @@ def run(py: Path | str, n: int, memo: str = "table") -> dict:
     if r.returncode != 0:
         raise SystemExit(f"{py}: Matmul {n}^3 failed: {r.stderr.strip().splitlines()[-1:]}")
     return json.loads(r.stdout.strip().splitlines()[-1]) | {"process": process}
+
+
+CLI = "import sys; from morello_asp.cli import main; sys.exit(main(sys.argv[1:]))"
+_COST = re.compile(r"^cost ([\d,]+), peak", re.M)
+
+
+def run_cli(py: Path | str, n: int, target: str) -> dict:
+    """One cold `synth` of Matmul n^3 by revision `py`'s own command line, from a new table."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [
+            str(py),
+            "-c",
+            CLI,
+            "synth",
+            f"Matmul({n}x{n}x{n}, f32)",
+            "--target",
+            target,
+            "--db",
+            f"{tmp}/memo.db",
+        ]
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp)
+        out, err = proc.communicate()
+        wall = time.perf_counter() - t0
+    m = _COST.search(out)
+    if proc.returncode != 0 or m is None:
+        raise SystemExit(f"{py}: synth Matmul {n}^3 failed (exit {proc.returncode}): {err.strip().splitlines()[-1:]}")
+    return {"where": str(py), "wall": wall, "process": wall, "cost": int(m.group(1).replace(",", ""))}
 
 
 def _git(*args: str) -> str:
@@ -124,23 +160,28 @@ def main(argv=None):
         help="the base's rules differ (it may find another program): print both costs instead of stopping",
     )
     ap.add_argument("--plot", help="write a chart of the median wall time per size")
+    ap.add_argument("--cli", action="store_true", help="time each revision's own `synth` command (any revision)")
+    ap.add_argument("--target", default="avx2", help="with --cli: the target name or file both use (default avx2)")
     args = ap.parse_args(argv)
     rev = _git("rev-parse", "--short", args.base)
     head = _git("rev-parse", "--short", "HEAD")
     dirty = _git("status", "--porcelain", "--untracked-files=no")
     this = f"this checkout ({head}{', + uncommitted changes' if dirty else ''})"
     with tempfile.TemporaryDirectory() as tmp:
-        base = base_python(args.base, Path(tmp))
+        base = base_python(args.base, Path(tmp), editable=args.cli)
         pythons = {f"base {rev}": base, this: Path(sys.executable)}
         got: dict[tuple[str, int], list[dict]] = {}
         for r in range(args.rounds):
             for n in args.sizes:
                 for name, py in pythons.items():
-                    got.setdefault((name, n), []).append(run(py, n, args.memo))
+                    got.setdefault((name, n), []).append(
+                        run_cli(py, n, args.target) if args.cli else run(py, n, args.memo)
+                    )
                     last = got[name, n][-1]
                     print(f"round {r + 1}, {n}^3, {name}: {last['wall']:.1f} s ({last['where']})", file=sys.stderr)
     names = list(pythons)
-    print(f"cold Matmul n^3 f32 from an empty memo ({args.memo}), {args.rounds} interleaved rounds")
+    how = f"`synth --target {args.target}`, a new table" if args.cli else args.memo
+    print(f"cold Matmul n^3 f32 from an empty memo ({how}), {args.rounds} interleaved rounds")
     costs = "costs (base / this)" if args.other_rules else "cost"
     print("| n | " + " | ".join(f"{k}: wall s (median)" for k in names) + f" | speed-up (paired median) | {costs} |")
     print("|---|" + "---|" * (len(names) + 2))
@@ -157,6 +198,9 @@ def main(argv=None):
         paired = statistics.median(x["wall"] / y["wall"] for x, y in zip(a, b))
         cells = " | ".join(f"{medians[k][-1]:.1f}" for k in names)
         print(f"| {n} | {cells} | {paired:.2f}x | {cost} |")
+    if args.cli:  # the wall time above is the whole process's already
+        _plot(args, medians, names)
+        return
     print()
     print("Whole process, start to exit, as a user of `synth` waits for it (medians; the search, then the")
     print("interpreter's imports and shutdown)")
@@ -182,18 +226,23 @@ def main(argv=None):
             }
             cells.append(f"{m['main_cpu']:.1f} / {m['gc']:.1f} ({m['full_gc']:.1f}) / {m['workers_cpu']:.1f}")
         print(f"| {n} | " + " | ".join(cells) + " |")
-    if args.plot:
-        import matplotlib.pyplot as plt
+    _plot(args, medians, names)
 
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        for k in names:
-            ax.plot(args.sizes, medians[k], marker="o", label=k)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("n (Matmul n^3 f32)")
-        ax.set_ylabel("cold search wall s")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(args.plot)
+
+def _plot(args, medians: dict[str, list[float]], names: list[str]) -> None:
+    if not args.plot:
+        return
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for k in names:
+        ax.plot(args.sizes, medians[k], marker="o", label=k)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("n (Matmul n^3 f32)")
+    ax.set_ylabel("cold search wall s")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(args.plot)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,11 @@ of the time clingo (grounding + solving the rule files) takes.
     python benchmarks/synthesis.py --sizes 4 8 16 [--batches 1 4] [--plot synth.png]
     python benchmarks/synthesis.py --sizes 64 --target examples/avx2_l2_packed.lp
     python benchmarks/synthesis.py --sizes 64 --classes 10
+    python benchmarks/synthesis.py --compare REV --sizes 64 1024 [--target avx2] [--rounds 3]
+
+--compare REV: the cold `synth` of each size by REV's own command line and by this
+checkout's, interleaved round by round (benchmarks/revisions.py --cli): ratios, and the
+costs, which must agree unless the rules differ.
 
 --classes K: after each search, the K largest groups of the spec classes it grounded,
 by kind and operand levels (where a rule or a target's new level adds classes).
@@ -72,7 +77,20 @@ def main(argv=None):
     ap.add_argument("--target", default="avx2", help="target name or entry file (default avx2)")
     ap.add_argument("--classes", type=int, metavar="K", help="print the K largest groups of classes grounded")
     ap.add_argument("--plot", help="write a chart of wall time per size")
+    ap.add_argument("--compare", metavar="REV", help="time against git revision REV, side by side (by the CLI)")
+    ap.add_argument("--rounds", type=int, default=3, help="with --compare: interleaved rounds")
+    ap.add_argument("--other-rules", action="store_true", help="with --compare: REV's rules differ; print both costs")
     args = ap.parse_args(argv)
+    if args.compare:
+        import revisions  # benchmarks/, beside this script
+
+        extra = ["--plot", args.plot] if args.plot else []
+        extra += ["--other-rules"] if args.other_rules else []
+        sizes = [str(n) for n in args.sizes]
+        return revisions.main(
+            ["--base", args.compare, "--cli", "--target", args.target, "--sizes", *sizes, "--rounds", str(args.rounds)]
+            + extra
+        )
     if args.classes is not None and args.classes < 1:
         raise InputError(f"--classes {args.classes}: give how many groups to print (1 or more)")
     rows = []
