@@ -153,3 +153,32 @@ def test_softmax_takes_the_vector_row_kernels_and_matches_numpy_where_the_cpu_ha
         pytest.skip(f"this CPU lacks {', '.join(missing)} (/proc/cpuinfo): AVX-512 softmax compiled, not run")
     err, tol = imp.compile().check()
     assert err <= tol
+
+
+MIXED = [
+    # issue 57: avx512 had no cast kernels, so no bf16 matmul had an implementation
+    "MatmulAccum(1x2x3x5, (bf16, GL, row_major), (bf16, GL, col_major), (f32, GL, row_major))",
+    "Matmul(1x1x64x16, (f32, GL, row_major), (bf16, GL, [0, 2, 1]), (f32, GL, row_major))",
+    "Matmul(1x1x2x16, (u8, GL, row_major), (i8, GL, row_major), (i16, GL, row_major))",
+    "Move(4x64, (bf16, GL, row_major), (f32, L1, row_major))",
+    pytest.param(
+        "MatmulAccum(1x5x13x33, (bf16, GL, row_major), (bf16, GL, col_major), (f32, GL, row_major))",
+        marks=pytest.mark.slow,  # a cold search of minutes
+    ),
+]
+
+
+@pytest.mark.parametrize("text", MIXED)
+def test_mixed_precision_specs_have_programs_on_avx512_and_match_numpy_where_the_cpu_has_it(text):
+    """avx512 takes AVX2's mixed-precision kernels (casts, bf16, u8 x i8: 256-bit code,
+    which AVX-512 CPUs run; avx2/kernels_mixed.lp and kernels_mixed_c.lp): before issue
+    57, bf16 MatmulAccum(1x5x13x33) with a col-major rhs had a program on avx2 and none
+    here. Each program is searched from an empty table, compiled and run against numpy."""
+    imp = synthesize(parse_spec(text, "avx512"), target="avx512", db=None)
+    c = imp.to_c()
+    assert "_mm256_" in c or "_mm512_" in c or "<< 16" in c  # a cast or vector kernel, not plain C only
+    missing = get_ctarget("avx512").missing_cpu_flags()
+    if missing:
+        pytest.skip(f"this CPU lacks {', '.join(missing)} (/proc/cpuinfo): AVX-512 programs compiled, not run")
+    err, tol = imp.compile().check()
+    assert err <= tol

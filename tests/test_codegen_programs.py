@@ -200,3 +200,23 @@ def test_vector_copy_packs_rows_and_refuses_a_transpose():
     t = parse_spec(f"(Move(4x4, (f32, L1, row_major), (f32, L1, col_major), serial), {LIMITS})")
     with pytest.raises(ScheduleError, match="VectorCopy"):
         t.select("VectorCopy")
+
+
+def test_vector_copy_refuses_a_row_of_an_odd_even_strip():
+    """Issue 57 (found with avx512's mixed kernels): a 1x1x32 view of an f32 [0, 1, 2, 2
+    oe(16)] buffer is contiguous and has one dimension longer than 1, yet holds each strip's
+    even values first; VectorCopy of it into a [0, 2, 1, 2 p(16)] panel (memcpy) scrambled
+    the row. The rules refuse it (avx2_same_order/3 asks that neither view be shuffled);
+    the optimum of the same move copies in logical order, and matches numpy."""
+    from morello_asp.errors import ScheduleError
+    from morello_asp.synthesis import synthesize
+
+    text = "Move(1x1x32, (f32, L1, [0, 1, 2, 2 oe(16)]), (f32, L1, [0, 2, 1, 2 p(16)]), serial)"
+    for target in ("avx2", "avx512"):
+        with pytest.raises(ScheduleError, match="VectorCopy"):
+            parse_spec(text, target=target).select("VectorCopy")
+    spec = parse_spec(text, target="avx2")
+    imp = synthesize(spec, db=None)
+    assert not any(isinstance(x, KernelApp) and x.kernel == "VectorCopy" for x in imp.walk())
+    src, dst = random_operands(spec, 1)
+    np.testing.assert_array_equal(imp.compile()(src), reference(spec, src, dst))
