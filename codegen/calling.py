@@ -165,18 +165,31 @@ class Callable:
         ]
         return res[0] if len(res) == 1 else tuple(res)
 
+    def padded(self, pad):
+        """This program called on unpadded inputs: a `Padded` (codegen/padding.py) that
+        writes each windowed input (a convolution's image) into the interior of a kept
+        zero-bordered buffer. `pad`: zeros on both sides of every windowed dimension, or
+        one entry (a number or a (before, after) pair) per windowed dimension."""
+        from morello_asp.codegen.padding import Padded  # it builds on this module
+
+        return Padded(self, pad)
+
     def check(self, seed: int = 0) -> tuple[float, float]:
         """Run on random inputs against the numpy reference: (max |error|, tolerance)."""
-        spec = self.spec
-        ops = random_operands(spec, seed)
-        outs = spec.outputs
-        want = reference(spec, *ops)
-        wants = list(want) if len(outs) > 1 else [want]
-        given = tuple(ops[o].copy() for o in outs)
-        got = self(*[a for i, a in enumerate(ops) if i not in outs], out=given if len(outs) > 1 else given[0])
-        gots = list(got) if len(outs) > 1 else [got]
-        err = max(max_error(g, w) for g, w in zip(gots, wants))
-        return err, max(tolerance(spec, w) for w in wants)
+        ops = random_operands(self.spec, seed)
+        return check_call(self, self.spec, ops, reference(self.spec, *ops))
+
+
+def check_call(fn, spec: Spec, ops: list[np.ndarray], want) -> tuple[float, float]:
+    """Call `fn` on the inputs of `ops` (every operand, outputs with their initial
+    contents) and compare with `want` (the reference's result): (max |error|, tolerance)."""
+    outs = spec.outputs
+    wants = list(want) if len(outs) > 1 else [want]
+    given = tuple(ops[o].copy() for o in outs)
+    got = fn(*[a for i, a in enumerate(ops) if i not in outs], out=given if len(outs) > 1 else given[0])
+    gots = list(got) if len(outs) > 1 else [got]
+    err = max(max_error(g, w) for g, w in zip(gots, wants))
+    return err, max(tolerance(spec, w) for w in wants)
 
 
 def bench_operands(spec: Spec, seed: int = 0) -> list[np.ndarray]:

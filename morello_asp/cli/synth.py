@@ -114,10 +114,13 @@ def _emit(imp, args, c_text: str | None = None):
 
 
 def _run_and_bench(imp, args, fn):
+    pad = getattr(args, "pad", None)
+    padded = fn.padded(pad[0] if len(pad) == 1 else pad) if fn is not None and pad is not None else None
     if args.run or args.bench:
-        err, tol = fn.check()
+        err, tol = (padded or fn).check()
         ok = err <= tol
-        print(f"checked against numpy: max |error| {err:.3g} (tolerance {tol:.3g}): {'OK' if ok else 'MISMATCH'}")
+        pads = f" (inputs padded by {', '.join(map(str, args.pad))} with zeros)" if padded else ""
+        print(f"checked against numpy{pads}: max |error| {err:.3g} (tolerance {tol:.3g}): {'OK' if ok else 'MISMATCH'}")
         if not ok:
             return 1
     if args.bench:
@@ -144,6 +147,18 @@ def _run_and_bench(imp, args, fn):
                 f"ours:  {per_call(call)}/iter through Python (fn(a, b) on numpy's arrays; "
                 f"{(call - r.seconds) * 1e6:+.2f} us against the C loop)"
             )
+            if padded is not None:
+                import numpy as np  # loaded when this command runs, not for every command
+
+                small = [
+                    np.ascontiguousarray(a[tuple(slice(0, n) for n in padded.shape(i))]) for i, a in enumerate(ops)
+                ]
+                ins_p = [a for i, a in enumerate(small) if i not in spec.outputs]
+                t_pad = time_python(lambda: padded(*ins_p))
+                print(
+                    f"ours:  {per_call(t_pad)}/iter through Python on unpadded inputs (fn.padded: "
+                    f"{(t_pad - call) * 1e6:+.2f} us for writing them into the zero-bordered buffers)"
+                )
         threads = None if args.numpy_threads == 0 else args.numpy_threads
 
         def ratio(t: float) -> str:
@@ -161,6 +176,12 @@ def _run_and_bench(imp, args, fn):
             )
             print(f"ratio (numpy time / ours): {ratio(t)}")
     return 0
+
+
+def pad_list(text: str) -> tuple[int, ...]:
+    """--pad's value: whole numbers of zeros, comma-separated."""
+    parse = int_range(0, None, "a number of zeros")
+    return tuple(parse(x) for x in text.split(","))
 
 
 def _synth(args):
@@ -322,6 +343,14 @@ def register(sub):
         default=1,
         metavar="N",
         help="OpenBLAS threads for the numpy timing of --bench (default 1, as ours is serial; 0: all)",
+    )
+    p.add_argument(
+        "--pad",
+        type=pad_list,
+        metavar="P[,P...]",
+        help="with --run/--bench: call the program on inputs without their zero border (a padded "
+        "convolution: the spec's image is the bordered one); P zeros on both sides of every windowed "
+        "dimension, or one P per windowed dimension (docs/convolutions.md, Padding)",
     )
     p.add_argument("--verify", action="store_true", help="prove the program legal with z3")
     p.add_argument(

@@ -1,0 +1,166 @@
+"""Zero padding around a windowed operand (docs/convolutions.md, "Padding").
+
+A convolution with zero padding p over an h x w image is the unpadded convolution over
+the (h + 2p) x (w + 2p) image with a border of zeros: the spec (and the program the
+search finds for it) is the unpadded one over the bordered image; padding is a property
+of the call. `Padded(program, pad)` keeps one zero-bordered buffer per padded operand,
+in the operand's layout, for the program's lifetime; a call writes the user's unpadded
+array into the buffer's interior (one copy, which converts layouts too) and runs the
+program on the whole buffer. Its border is never written, so it stays zero.
+
+Which dimensions are padded comes from the kind's declaration alone: an operand's
+logical dimension whose index is a sum of spec dimensions (kind_access/3: a
+convolution's image row h + fh) is windowed, and `pad` widens every windowed dimension
+of every input on both sides (or per dimension, in order, as given). A producer that
+writes straight into `interior(i)` (a graph runtime, issue 60) saves the copy: a call
+handed that very view passes it through.
+
+A Padded call is not re-entrant: two threads calling one Padded share its buffers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from morello_asp.codegen.calling import Callable, as_array, check_call
+from morello_asp.codegen.convert import dense_order
+from morello_asp.codegen.reference import random_operands, reference
+from morello_asp.errors import CodegenError
+
+Pad = int | Sequence[int | tuple[int, int]]
+
+
+def windowed_dims(spec) -> dict[int, tuple[int, ...]]:
+    """Input operand -> its logical dimensions indexed by a sum of spec dimensions (the
+    windows a kernel slides: where padding goes), for operands that have any."""
+    out: dict[int, tuple[int, ...]] = {}
+    access = spec.k.access(len(spec.shape))
+    for i, acc in enumerate(access):
+        if i in spec.outputs:
+            continue
+        dims = tuple(j for j, a in enumerate(acc) if len(a.dims) > 1)
+        if dims:
+            out[i] = dims
+    return out
+
+
+def _borders(spec, pad: Pad) -> dict[int, dict[int, tuple[int, int]]]:
+    """Operand -> logical dim -> (before, after) zeros, from `pad`: one number for every
+    windowed dimension, or one entry (a number, or a pair before/after) per windowed
+    dimension of the padded operand, in order."""
+    wins = windowed_dims(spec)
+    if not wins:
+        raise CodegenError(f"{spec.short()}: no operand has a windowed dimension (a sum in kind_access/3) to pad")
+    out: dict[int, dict[int, tuple[int, int]]] = {}
+    for i, dims in wins.items():
+        if isinstance(pad, int | np.integer):
+            entries: list = [int(pad)] * len(dims)
+        else:
+            entries = list(pad)
+            if len(entries) != len(dims):
+                raise CodegenError(
+                    f"pad {tuple(pad)}: {spec.short()} has {len(dims)} windowed dimension(s) to pad, "
+                    f"got {len(entries)} entries"
+                )
+        sides = {}
+        for j, e in zip(dims, entries):
+            lo, hi = (e, e) if isinstance(e, int | np.integer) else tuple(e)
+            if lo < 0 or hi < 0:
+                raise CodegenError(f"pad {pad}: padding is a number of zeros, not negative")
+            if lo + hi >= spec.operand_shapes[i][j]:
+                raise CodegenError(
+                    f"pad {pad}: {spec.short()}'s operand {i} spans {spec.operand_shapes[i][j]} along its "
+                    f"dimension {j}, which leaves no value inside {lo} + {hi} zeros"
+                )
+            sides[j] = (int(lo), int(hi))
+        out[i] = sides
+    return out
+
+
+class Padded:
+    """`program` called on unpadded inputs: each windowed input is written into the
+    interior of a kept zero-bordered buffer (module docstring). Call it as the program,
+    with the padded operands smaller by their borders; `out=` as the program's."""
+
+    def __init__(self, program: Callable, pad: Pad):
+        self.program = program
+        spec = self.spec = program.spec
+        self.borders = _borders(spec, pad)
+        self._buf: dict[int, np.ndarray] = {}
+        self._inner: dict[int, np.ndarray] = {}
+        for i, sides in self.borders.items():
+            ts, shape = spec.operands[i], tuple(spec.operand_shapes[i])
+            order = dense_order(ts.layout, shape)
+            if order is None:
+                raise CodegenError(
+                    f"{spec.short()}: operand {i} is in a packing layout; padding needs a layout that only "
+                    "orders dimensions (row_major, channels-last, ...)"
+                )
+            phys = np.zeros(tuple(shape[d] for d in order), ts.dtype.np_dtype)
+            buf = phys.transpose(np.argsort(order))  # logical shape, memory in the layout
+            self._buf[i] = buf
+            self._inner[i] = buf[
+                tuple(slice(sides[j][0], n - sides[j][1]) if j in sides else slice(None) for j, n in enumerate(shape))
+            ]
+
+    def shape(self, i: int) -> tuple[int, ...]:
+        """The shape a call takes for operand i (unpadded)."""
+        return self._inner[i].shape if i in self._inner else tuple(self.spec.operand_shapes[i])
+
+    def interior(self, i: int) -> np.ndarray:
+        """The interior of operand i's kept buffer: a producer may write into it, and a
+        call given this very array copies nothing."""
+        return self._inner[i]
+
+    def __call__(self, *args, out=None):
+        spec = self.spec
+        ins = [i for i in range(len(spec.operands)) if i not in spec.outputs]
+        if len(args) != len(ins):
+            raise CodegenError(f"{spec.short()} padded takes {len(ins)} input array(s), got {len(args)}")
+        full = []
+        for k, (i, x) in enumerate(zip(ins, args)):
+            if i not in self._inner:
+                full.append(x)
+                continue
+            inner = self._inner[i]
+            a = as_array(x, f"argument {k + 1}")
+            if a is not inner:
+                if a.shape != inner.shape:
+                    raise CodegenError(
+                        f"argument {k + 1} has shape {a.shape}; {spec.short()} padded by {self._pad_text(i)} "
+                        f"needs {inner.shape}"
+                    )
+                if a.dtype != inner.dtype:
+                    raise CodegenError(
+                        f"argument {k + 1} has dtype {a.dtype}; {spec.short()} needs {inner.dtype} "
+                        f"(use .astype(np.{inner.dtype}))"
+                    )
+                inner[...] = a
+            full.append(self._buf[i])
+        return self.program(*full, out=out)
+
+    def _pad_text(self, i: int) -> str:
+        return ", ".join(f"{lo}/{hi}" for lo, hi in self.borders[i].values())
+
+    def padded_inputs(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """Unpadded operands (all of them, outputs included) zero-padded as the call pads them."""
+        return [
+            a if i not in self.borders else np.pad(a, [p for _, p in self._sides(i, a.ndim)])
+            for i, a in enumerate(arrays)
+        ]
+
+    def check(self, seed: int = 0) -> tuple[float, float]:
+        """Run on random unpadded inputs against the numpy reference over the same inputs
+        zero-padded: (max |error|, tolerance)."""
+        ops = [
+            np.ascontiguousarray(a[tuple(slice(lo, a.shape[j] - hi) for j, (lo, hi) in self._sides(i, a.ndim))])
+            for i, a in enumerate(random_operands(self.spec, seed))
+        ]
+        return check_call(self, self.spec, ops, reference(self.spec, *self.padded_inputs(ops)))
+
+    def _sides(self, i: int, ndim: int) -> list[tuple[int, tuple[int, int]]]:
+        """(dim, (before, after)) for every logical dim of operand i, (0, 0) where unpadded."""
+        s = self.borders.get(i, {})
+        return [(j, s.get(j, (0, 0))) for j in range(ndim)]
