@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup setup-ray demo lint lint-imports test test-all test-slow docs precompute cross-tools clean
+.PHONY: setup setup-ray setup-onnx demo lint lint-imports test test-all test-slow docs precompute cross-tools clean
 
 setup: $(VENV)/.installed
 
@@ -19,6 +19,14 @@ setup-ray: $(VENV)/.ray-installed
 
 $(VENV)/.ray-installed: $(VENV)/.installed
 	$(BIN)/pip install -q -e '.[test,bench,docs,ray]'
+	touch $@
+
+# setup-onnx: the optional onnx extra (onnx, onnxruntime: morello_asp.onnx, `morello-asp
+# onnx`, tests/test_onnx.py, which skips without it)
+setup-onnx: $(VENV)/.onnx-installed
+
+$(VENV)/.onnx-installed: $(VENV)/.installed
+	$(BIN)/pip install -q -e '.[test,bench,docs,onnx]'
 	touch $@
 
 # demo: numpy at the full ISA of this CPU (a hold-back some machines set for old OpenBLAS

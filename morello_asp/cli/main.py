@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "morello_asp.cli.db",
     "morello_asp.cli.kinds",
     "morello_asp.cli.precompute",
+    "morello_asp.cli.onnx_model",
 ]
 
 EPILOG = """\

@@ -1,0 +1,73 @@
+"""`morello-asp onnx MODEL.onnx`: an ONNX model compiled to synthesized programs; prints
+the plan (each node's spec, its cost and search time), and with --run the largest
+difference from onnxruntime, with --bench both latencies (docs/onnx.md)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from morello_asp.cli.args import add_rules_option, add_target_option, check_logic_inputs, int_range
+from morello_asp.codegen.calling import per_call
+from morello_asp.errors import RefutedError
+from morello_asp.onnx import InferenceSession
+from morello_asp.onnx.compare import bench, check
+from morello_asp.solver.search.dp import Progress
+from morello_asp.synthesis import DEFAULT_TABLE
+
+
+def _onnx(args) -> int:
+    check_logic_inputs(args)
+    db = None if args.no_db else (args.db or DEFAULT_TABLE)
+    t0 = time.perf_counter()
+    progress = Progress(enabled=False if args.quiet else None)
+    sess = InferenceSession(args.model, target=args.target, db=db, rules=args.rules, progress=progress)
+    total = time.perf_counter() - t0
+    print(f"{args.model}: {len(sess.plan.steps)} steps, {len(sess.programs)} distinct specs, compiled in {total:.1f} s")
+    for label, out, what, cost, secs in sess.describe():
+        tail = "" if cost is None else f"  cost {cost}" + ("  (searched above)" if secs is None else f"  {secs:.2f} s")
+        print(f"  {label} -> {out}: {what}{tail}")
+    print(
+        f"intermediates: {sess.intermediate_bytes} bytes in {len(sess.buffers)} buffers "
+        f"({sess.unplanned_bytes} without reuse)"
+    )
+    sys.stdout.flush()
+    if args.run or args.bench:
+        c = check(sess)
+        verdict = "OK" if c.ok else "FAILED"
+        print(f"checked against onnxruntime: max |error| {c.error:.3g} (tolerance {c.tolerance:.3g}) {verdict}")
+        if not c.ok:
+            raise RefutedError(f"{args.model}: the outputs differ from onnxruntime's by {c.error:.3g}")
+    if args.bench:
+        t = bench(sess, rounds=args.rounds)
+        print(
+            f"latency (median of {t.rounds} interleaved rounds, onnxruntime on 1 thread): "
+            f"ours {per_call(t.ours)}, onnxruntime {per_call(t.onnxruntime)}, onnxruntime / ours {t.ratio:.2f}"
+        )
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "onnx", help="compile an ONNX model to synthesized programs; check or time it against onnxruntime"
+    )
+    p.add_argument("model", metavar="MODEL.onnx", help="an ONNX model with static shapes, float32")
+    add_target_option(p)
+    add_rules_option(p, "extra logic file, or an optional rule set of encodings/options/ by name (repeatable)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "--db",
+        metavar="FILE",
+        help="memo table for the whole model, reused and grown (default: the user's default table, as synth's)",
+    )
+    g.add_argument("--no-db", action="store_true", help="keep nothing: search from scratch, write no table")
+    p.add_argument("--run", action="store_true", help="run on random inputs and check against onnxruntime")
+    p.add_argument("--bench", action="store_true", help="also time a run beside onnxruntime's (one thread)")
+    p.add_argument(
+        "--rounds",
+        type=int_range(1, 1000, "a number of rounds"),
+        default=7,
+        help="interleaved timing rounds (default 7)",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    p.set_defaults(func=_onnx)

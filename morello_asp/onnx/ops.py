@@ -1,0 +1,308 @@
+"""The op table: ONNX op type -> a function that lowers one node onto programs (declared
+kinds: Matmul, BiasAdd, Relu, ElementwiseAdd, MulScalar, DivScalar, Softmax{axis}, Move,
+the Conv family) and views. Each takes the importer (its tensors, constants and
+strides) and the node; what a function cannot do it refuses with imp.fail(why), which
+names the node and its op. docs/onnx.md lists what each op takes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from math import prod
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from morello_asp.onnx.plan import Arg, Step, dims_text, is_contiguous
+
+if TYPE_CHECKING:
+    from morello_asp.onnx.importer import Importer
+
+
+def _flat2(shape: tuple[int, ...]) -> tuple[int, int]:
+    """A tensor as rows x columns: the last dimension against all the others."""
+    if not shape:
+        return (1, 1)
+    return (prod(shape[:-1]), shape[-1])
+
+
+def _out(imp: Importer, node, i: int = 0) -> tuple[str, tuple[int, ...]]:
+    name = node.output[i]
+    return name, imp.shape(name)
+
+
+def _inputs(imp: Importer, node, n: int) -> list[str]:
+    ins = [t for t in node.input if t]
+    if len(ins) < n:
+        raise imp.fail(f"expected {n} inputs, got {len(ins)}")
+    for t in ins[:n]:
+        imp.check_float(t)
+    return ins
+
+
+# ---------------------------------------------------------------- matmuls
+def _matmul(imp: Importer, a: str, b: str, out: str, trans_a: bool = False, trans_b: bool = False) -> Step:
+    """out = a' @ b' (primes: transposed where asked), batched over the leading
+    dimensions; a constant is transposed and broadcast once, at import; an activation's
+    transpose is its operand's col_major layout, or a copy."""
+    ash, bsh = list(imp.shape(a)), list(imp.shape(b))
+    if len(ash) < 2 or len(bsh) < 2:
+        raise imp.fail("a 1-D operand is not supported (reshape it to 2-D)")
+    if trans_a:
+        ash[-2:] = ash[-1], ash[-2]
+    if trans_b:
+        bsh[-2:] = bsh[-1], bsh[-2]
+    m, k, k2, n = ash[-2], ash[-1], bsh[-2], bsh[-1]
+    if k != k2:
+        raise imp.fail(f"inner dimensions differ: {tuple(ash)} @ {tuple(bsh)}")
+    try:
+        batch = tuple(np.broadcast_shapes(tuple(ash[:-2]), tuple(bsh[:-2])))
+    except ValueError:
+        raise imp.fail(f"batch dimensions do not broadcast: {tuple(ash)} @ {tuple(bsh)}") from None
+    out_shape = imp.shape(out)
+    nb = prod(batch)
+    a_batch, b_batch = prod(ash[:-2]), prod(bsh[:-2])
+    layouts: dict[int, str] = {}
+    args: list[Arg] = []
+    if imp.is_const(b) and b_batch == 1 and not trans_a and nb == a_batch:
+        # one weight for every batch: fold the batch into the rows (a must be row-major)
+        w = imp.const(b)
+        w = w.reshape(w.shape[-2:])
+        w = w.T if trans_b else w
+        rows = nb * m
+        args = [imp.operand(a, (1, rows, k)), Arg(const=np.ascontiguousarray(w, dtype=np.float32).reshape(1, k, n))]
+        spec = f"Matmul({dims_text((1, rows, k, n))}, f32)"
+        return Step([], [], out, out_shape, spec=spec, args=args, kind="matmul")
+    for i, (t, sh, tr, tb) in enumerate(((a, ash, trans_a, a_batch), (b, bsh, trans_b, b_batch))):
+        r, c = sh[-2], sh[-1]
+        if imp.is_const(t):
+            v = imp.const(t)
+            if tr:
+                v = np.swapaxes(v, -1, -2)
+            v = np.broadcast_to(v, batch + (r, c)).reshape(nb, r, c)
+            args.append(Arg(const=np.ascontiguousarray(v, dtype=np.float32)))
+            continue
+        if tb != nb:
+            raise imp.fail(f"batch broadcast of an activation is not supported: {tuple(ash)} @ {tuple(bsh)}")
+        args.append(_activation_operand(imp, t, tr, (nb, r, c), layouts, i))
+    spec = f"Matmul({dims_text((nb, m, k, n))}, f32)"
+    return Step([], [], out, out_shape, spec=spec, layouts=layouts, args=args, kind="matmul")
+
+
+def _activation_operand(
+    imp: Importer, t: str, trans: bool, shape: tuple[int, int, int], layouts: dict[int, str], i: int
+) -> Arg:
+    """Activation t as a matmul operand of logical shape (batch, rows, cols): row-major
+    if its memory is, col_major if its memory is the transpose's (a Transpose node, or
+    Gemm's transA/B), else copied row-major first."""
+    sh, st = imp.shape(t), imp.strides[t]
+    if trans:  # the operand is t transposed: its strides are t's, last two swapped
+        sh = sh[:-2] + (sh[-1], sh[-2])
+        st = st[:-2] + (st[-1], st[-2])
+        perm = tuple(range(len(sh) - 2)) + (len(sh) - 1, len(sh) - 2)
+    else:
+        perm = None
+    if is_contiguous(sh, st):
+        ops = [("transpose", perm)] if perm else []
+        return Arg(tensor=t, ops=[*ops, ("reshape", shape)])
+    # col_major: the operand's memory is its transpose's, row-major
+    tsh = sh[:-2] + (sh[-1], sh[-2])
+    tst = st[:-2] + (st[-1], st[-2])
+    if is_contiguous(tsh, tst):
+        swap = tuple(range(len(sh) - 2)) + (len(sh) - 1, len(sh) - 2)
+        first = [("transpose", perm)] if perm else []
+        layouts[i] = "col_major"
+        nb, r, c = shape
+        return Arg(tensor=t, ops=[*first, ("transpose", swap), ("reshape", (nb, c, r)), ("transpose", (0, 2, 1))])
+    if perm:
+        return Arg(tensor=imp.materialize(t), ops=[("transpose", perm), ("reshape", shape)])  # copied, then as above
+    return Arg(tensor=imp.materialize(t), ops=[("reshape", shape)])
+
+
+def op_matmul(imp: Importer, node) -> None:
+    a, b = _inputs(imp, node, 2)[:2]
+    out, _ = _out(imp, node)
+    imp.produce(_matmul(imp, a, b, out))
+
+
+def op_gemm(imp: Importer, node) -> None:
+    ins = _inputs(imp, node, 2)
+    a, b = ins[0], ins[1]
+    alpha, beta = float(imp.attr("alpha", 1.0)), float(imp.attr("beta", 1.0))
+    ta, tb = bool(imp.attr("transA", 0)), bool(imp.attr("transB", 0))
+    out, out_shape = _out(imp, node)
+    has_c = len(ins) > 2 and beta != 0.0
+    mm_out = imp.fresh(out) if (has_c or alpha != 1.0) else out
+    imp.shapes[mm_out] = out_shape
+    step = _matmul(imp, a, b, mm_out, ta, tb)
+    imp.produce(step)
+    cur = mm_out
+    if alpha != 1.0:
+        nxt = imp.fresh(out) if has_c else out
+        imp.shapes[nxt] = out_shape
+        _scale(imp, cur, nxt, alpha, "mul")
+        cur = nxt
+    if has_c:
+        _add(imp, cur, ins[2], out, beta)
+
+
+# ---------------------------------------------------------------- elementwise
+def _scale(imp: Importer, x: str, out: str, s: float, how: str) -> None:
+    """out = x * s or x / s, s a constant: MulScalar / DivScalar (the fold pass may
+    move a power of two into a matmul's weights)."""
+    shape = imp.shape(out)
+    rc = _flat2(shape)
+    kind = "MulScalar" if how == "mul" else "DivScalar"
+    args = [imp.operand(x, rc), Arg(const=np.full((1, 1), s, np.float32))]
+    if how == "div":  # x / s = x * (1/s) exactly only for a power of two: fold that one
+        m, _ = np.frexp(s)
+        if abs(m) == 0.5:
+            args[1] = Arg(const=np.full((1, 1), 1.0 / s, np.float32))
+            kind = "MulScalar"
+    what = "scale" if kind == "MulScalar" else "div"
+    imp.produce(Step([], [], out, shape, spec=f"{kind}({dims_text(rc)}, f32)", args=args, kind=what))
+
+
+def _add(imp: Importer, x: str, c: str, out: str, scale: float = 1.0) -> None:
+    """out = x + scale * c: a bias (a constant varying along one axis) by BiasAdd, two
+    activations or a constant of any other form by ElementwiseAdd."""
+    shape = imp.shape(out)
+    if imp.shape(x) != shape:
+        raise imp.fail(f"operand {imp.shape(x)} is broadcast to {shape}: broadcasting an activation is not supported")
+    if imp.is_const(c):
+        v = (imp.const(c) * np.float32(scale)).astype(np.float32) if scale != 1.0 else imp.const(c)
+        if v.ndim > len(shape):
+            raise imp.fail(f"constant {c!r} has more dimensions than the output")
+        full = (1,) * (len(shape) - v.ndim) + tuple(v.shape)
+        axes = [i for i, d in enumerate(full) if d != 1]
+        if len(axes) == 1 and shape:
+            ax = axes[0]
+            view = (prod(shape[:ax]), shape[ax], prod(shape[ax + 1 :]), 1)
+            args = [imp.operand(x, view), Arg(const=np.ascontiguousarray(v.reshape(-1), dtype=np.float32))]
+            imp.produce(Step([], [], out, shape, spec=f"BiasAdd({dims_text(view)}, f32)", args=args, kind="bias"))
+            return
+        dense = np.ascontiguousarray(np.broadcast_to(v.reshape(full), shape), dtype=np.float32)
+        rc = _flat2(shape)
+        args = [imp.operand(x, rc), Arg(const=dense.reshape(rc))]
+        imp.produce(Step([], [], out, shape, spec=f"ElementwiseAdd({dims_text(rc)}, f32)", args=args, kind="add"))
+        return
+    if scale != 1.0:
+        raise imp.fail("Gemm's beta with an activation C is not supported")
+    if imp.shape(c) != shape:
+        raise imp.fail(f"adding {imp.shape(x)} and {imp.shape(c)}: broadcasting two activations is not supported")
+    rc = _flat2(shape)
+    args = [imp.operand(x, rc), imp.operand(c, rc)]
+    imp.produce(Step([], [], out, shape, spec=f"ElementwiseAdd({dims_text(rc)}, f32)", args=args, kind="add"))
+
+
+def op_add(imp: Importer, node) -> None:
+    a, b = _inputs(imp, node, 2)[:2]
+    out, _ = _out(imp, node)
+    if imp.is_const(a) and imp.is_const(b):
+        raise imp.fail("both operands are constants (fold them before export)")
+    if imp.is_const(a):
+        a, b = b, a
+    if not imp.is_const(b) and imp.shape(a) != imp.shape(out):
+        a, b = b, a
+    _add(imp, a, b, out)
+
+
+def _mul_or_div(imp: Importer, node, how: str) -> None:
+    a, b = _inputs(imp, node, 2)[:2]
+    out, _ = _out(imp, node)
+    if how == "mul" and imp.is_const(a) and not imp.is_const(b):
+        a, b = b, a
+    if not imp.is_const(b) or imp.const(b).size != 1:
+        raise imp.fail(f"only {'multiplication' if how == 'mul' else 'division'} by a scalar constant is supported")
+    if imp.shape(a) != imp.shape(out):
+        raise imp.fail(f"the result's shape {imp.shape(out)} is not the operand's {imp.shape(a)}")
+    _scale(imp, a, out, float(imp.const(b).reshape(-1)[0]), how)
+
+
+def op_mul(imp: Importer, node) -> None:
+    _mul_or_div(imp, node, "mul")
+
+
+def op_div(imp: Importer, node) -> None:
+    _mul_or_div(imp, node, "div")
+
+
+def op_relu(imp: Importer, node) -> None:
+    (x,) = _inputs(imp, node, 1)[:1]
+    out, shape = _out(imp, node)
+    rc = _flat2(shape)
+    imp.produce(Step([], [], out, shape, spec=f"Relu({dims_text(rc)}, f32)", args=[imp.operand(x, rc)], kind="relu"))
+
+
+def op_softmax(imp: Importer, node) -> None:
+    (x,) = _inputs(imp, node, 1)[:1]
+    out, shape = _out(imp, node)
+    r = len(shape)
+    axis = int(imp.attr("axis", -1 if imp.opset >= 13 else 1))
+    if not -r <= axis < r:
+        raise imp.fail(f"axis {axis} is out of range for rank {r}")
+    axis %= r
+    if imp.opset >= 13:  # along one axis: rows x axis x the rest
+        view: tuple[int, ...] = (prod(shape[:axis]), shape[axis], prod(shape[axis + 1 :]))
+    else:  # opset < 13: over everything from axis on, as one row
+        view = (prod(shape[:axis]), prod(shape[axis:]), 1)
+    if view[2] == 1:
+        view = view[:2]
+    args = [imp.operand(x, view)]
+    imp.produce(Step([], [], out, shape, spec=f"Softmax1({dims_text(view)}, f32)", args=args, kind="softmax"))
+
+
+# ---------------------------------------------------------------- views
+def op_transpose(imp: Importer, node) -> None:
+    (x,) = _inputs(imp, node, 1)[:1]
+    out, shape = _out(imp, node)
+    r = len(imp.shape(x))
+    perm = tuple(imp.attr("perm", list(reversed(range(r)))))
+    if imp.is_const(x):
+        imp.consts[out] = np.ascontiguousarray(imp.const(x).transpose(perm))
+        return
+    imp.view(x, out, [("transpose", perm)])
+
+
+def op_reshape(imp: Importer, node) -> None:
+    x = _inputs(imp, node, 1)[0]
+    out, shape = _out(imp, node)
+    if imp.is_const(x):
+        imp.consts[out] = imp.const(x).reshape(shape)
+        return
+    x = imp.contiguous(x)
+    imp.view(x, out, [("reshape", shape)])
+
+
+def op_constant(imp: Importer, node) -> None:
+    from onnx import numpy_helper  # optional dependency (the onnx extra)
+
+    for a in node.attribute:
+        if a.name == "value":
+            imp.consts[node.output[0]] = numpy_helper.to_array(a.t)
+            return
+        if a.name in ("value_float", "value_floats"):
+            imp.consts[node.output[0]] = np.array(imp.attr(a.name), np.float32)
+            return
+        if a.name in ("value_int", "value_ints"):
+            imp.consts[node.output[0]] = np.array(imp.attr(a.name), np.int64)
+            return
+    raise imp.fail("a Constant without a value attribute this importer reads")
+
+
+OPS: dict[str, Callable[[Importer, Any], None]] = {
+    "Add": op_add,
+    "Constant": op_constant,
+    "Div": op_div,
+    "Dropout": op_reshape,  # inference: the identity
+    "Flatten": op_reshape,
+    "Gemm": op_gemm,
+    "Identity": op_reshape,
+    "MatMul": op_matmul,
+    "Mul": op_mul,
+    "Relu": op_relu,
+    "Reshape": op_reshape,
+    "Softmax": op_softmax,
+    "Transpose": op_transpose,
+}
+
+__all__ = ["OPS"]

@@ -1,0 +1,217 @@
+"""InferenceSession: an ONNX model run by synthesized programs, with onnxruntime's
+interface (get_inputs, get_outputs, run).
+
+At construction the model is imported (importer.py: a plan of programs and views), each
+distinct spec is searched once with one memo table for the whole model (the `db`
+argument; default the user's default table, as `synthesize` uses), compiled, and the
+intermediate tensors are given buffers: liveness over the plan's order, a dead tensor's
+buffer reused by a later tensor that fits in it (best fit), allocated once for the
+session. `run` then calls the programs on those buffers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from morello_asp.default_table import DEFAULT_TABLE
+from morello_asp.errors import InputError
+from morello_asp.layout import Layout
+from morello_asp.onnx.importer import import_model, load
+from morello_asp.onnx.plan import Arg, Plan, Step, View
+from morello_asp.spec import parse_spec
+from morello_asp.synthesis import make_search
+from morello_asp.target import as_target
+
+
+@dataclass(frozen=True)
+class NodeArg:
+    """A graph input or output as onnxruntime describes it."""
+
+    name: str
+    shape: list[int]
+    type: str = "tensor(float)"
+
+
+@dataclass
+class Program:
+    """One distinct spec of the model: its program, cost, search time and the steps it serves."""
+
+    spec: Any
+    impl: Any
+    fn: Any
+    seconds: float
+
+
+def _apply(a: np.ndarray, ops: View) -> np.ndarray:
+    for op, val in ops:
+        a = a.transpose(val) if op == "transpose" else a.reshape(val)
+    return a
+
+
+class InferenceSession:
+    """An ONNX model (a path or an onnx.ModelProto) compiled to synthesized programs for
+    `target` (default: the native one, or $MORELLO_ASP_TARGET), searched with memo
+    table `db` (a path, a table object, None for none; default the user's default
+    table). Raises ModelError (an InputError) naming the node, its op and why for a
+    model it cannot take."""
+
+    def __init__(
+        self,
+        model: Any,
+        target: Any = None,
+        db: Any = DEFAULT_TABLE,
+        rules: Sequence[str] = (),
+        progress: Any = None,
+    ):
+        self.model = load(model)
+        self.plan: Plan = import_model(self.model)
+        self.target = as_target(target)
+        self.programs: dict[str, Program] = {}
+        self.step_program: list[Program | None] = []
+        search = make_search(self.target, rules, db, progress)
+        try:
+            for st in self.plan.steps:
+                self.step_program.append(None if st.spec is None else self._program(search, st))
+        finally:
+            memo = search.memo
+            memo.flush()
+            if memo is not db and hasattr(memo, "close"):  # a table opened here from a path
+                memo.close()
+            if search.progress:
+                search.progress.done()
+        for st in self.plan.steps:  # constants in their programs' dtype, contiguous, once
+            for a in st.args:
+                if a.const is not None:
+                    a.const = np.ascontiguousarray(a.const, dtype=np.float32)
+        self._plan_buffers()
+
+    def _program(self, search, st: Step) -> Program:
+        spec = parse_spec(st.spec, self.target)  # type: ignore[arg-type]
+        for i, lay in st.layouts.items():
+            rank = len(spec.operand_shapes[i])
+            spec = spec.with_operand(i, replace(spec.operands[i], layout=Layout.parse(lay, rank)))
+        key = spec.text()
+        if key not in self.programs:
+            t0 = time.perf_counter()
+            imp = search.build(spec)
+            secs = time.perf_counter() - t0
+            self.programs[key] = Program(spec, imp, imp.compile(), secs)
+        return self.programs[key]
+
+    # ------------------------------------------------------------------ memory
+    def _plan_buffers(self) -> None:
+        """Every intermediate a program writes gets a slot of a shared buffer: slots
+        are freed after their tensor's last reader and reused best fit."""
+        plan = self.plan
+        last = plan.last_use()
+        outputs = {o.name for o in plan.outputs}
+        sizes: list[int] = []  # buffer -> elements
+        free: list[int] = []
+        self.slot: dict[str, int] = {}
+        frees: list[list[int]] = [[] for _ in range(len(plan.steps) + 1)]
+        for i, st in enumerate(plan.steps):
+            if st.spec is None or st.out in outputs:
+                continue
+            need = prod(st.out_shape)
+            fits = [b for b in free if sizes[b] >= need]
+            if fits:
+                b = min(fits, key=lambda b: sizes[b])
+                free.remove(b)
+            else:
+                b = len(sizes)
+                sizes.append(need)
+            self.slot[st.out] = b
+            frees[last.get(st.out, i)].append(b)
+            for f in frees[i]:
+                free.append(f)
+            frees[i] = []
+        self.buffers = [np.empty(n, np.float32) for n in sizes]
+        self._fresh = {st.out for st in plan.steps if st.spec is not None and st.out not in self.slot}
+        self.intermediate_bytes = sum(sizes) * 4
+        self.unplanned_bytes = 4 * sum(prod(st.out_shape) for st in plan.steps if st.out in self.slot)
+
+    # ------------------------------------------------------------------ onnxruntime's interface
+    def get_inputs(self) -> list[NodeArg]:
+        return [NodeArg(t.name, list(t.shape), t.type) for t in self.plan.inputs]
+
+    def get_outputs(self) -> list[NodeArg]:
+        return [NodeArg(t.name, list(t.shape), t.type) for t in self.plan.outputs]
+
+    def run(
+        self, output_names: Iterable[str] | None, input_feed: Mapping[str, Any], run_options=None
+    ) -> list[np.ndarray]:
+        """The outputs named (None: all, in the graph's order) for the inputs given by
+        name, as numpy arrays (float32, the graph's static shapes)."""
+        plan = self.plan
+        names = [o.name for o in plan.outputs] if output_names is None else list(output_names)
+        known = {o.name for o in plan.outputs}
+        for n in names:
+            if n not in known:
+                raise InputError(f"no output {n!r} in the model (outputs: {', '.join(sorted(known))})")
+        if not isinstance(input_feed, Mapping):
+            raise InputError(f"input_feed: expected a mapping of names to arrays, not {type(input_feed).__name__}")
+        env: dict[str, np.ndarray] = {}
+        for t in plan.inputs:
+            if t.name not in input_feed:
+                raise InputError(f"input {t.name!r} is missing from input_feed")
+            a = np.asarray(input_feed[t.name])
+            if a.dtype != np.float32:
+                raise InputError(f"input {t.name!r} has dtype {a.dtype}; the model takes float32")
+            if a.shape != tuple(t.shape):
+                raise InputError(f"input {t.name!r} has shape {a.shape}; the model takes {tuple(t.shape)}")
+            env[t.name] = np.ascontiguousarray(a)
+        extra = set(input_feed) - {t.name for t in plan.inputs}
+        if extra:
+            raise InputError(f"input_feed names {', '.join(sorted(extra))}, not inputs of the model")
+        env.update(plan.consts_out)
+        for st, prog in zip(plan.steps, self.step_program):
+            if prog is None:
+                env[st.out] = _apply(env[st.source], st.view or [])  # type: ignore[index]
+                continue
+            self._call(st, prog, env)
+        # an output a program wrote is a new array each run; anything else (a view of a
+        # kept buffer, an input, a constant) is copied
+        return [env[n] if n in self._fresh else np.array(env[n], dtype=np.float32) for n in names]
+
+    def _call(self, st: Step, prog: Program, env: dict[str, np.ndarray]) -> None:
+        spec = prog.spec
+        oshape = spec.operand_shapes[spec.output]
+        if st.out in self.slot:
+            out = self.buffers[self.slot[st.out]][: prod(oshape)].reshape(oshape)
+        else:
+            out = np.empty(oshape, np.float32)
+        prog.fn(*[self._arg(a, env) for a in st.args], out=out)
+        env[st.out] = out.reshape(st.out_shape)
+
+    @staticmethod
+    def _arg(a: Arg, env: dict[str, np.ndarray]) -> np.ndarray:
+        if a.const is not None:
+            return a.const
+        return _apply(env[a.tensor], a.ops)  # type: ignore[index]
+
+    # ------------------------------------------------------------------ what was made
+    def describe(self) -> list[tuple[str, str, str, int | None, float | None]]:
+        """Per step: (its ONNX nodes, what it became, the spec text or view, cost, search seconds)."""
+        rows: list[tuple[str, str, str, int | None, float | None]] = []
+        seen: set[str] = set()
+        for st, prog in zip(self.plan.steps, self.step_program):
+            if prog is None:
+                rows.append((st.label, st.out, st.note or "view " + _view_text(st.view or []), None, None))
+                continue
+            key = prog.spec.text()
+            secs = None if key in seen else prog.seconds
+            seen.add(key)
+            rows.append((st.label, st.out, prog.spec.text(), prog.impl.cost.main, secs))
+        return rows
+
+
+def _view_text(ops: View) -> str:
+    if not ops:
+        return "(identity)"
+    return ", ".join(f"{op} {list(v)}" for op, v in ops)

@@ -1,0 +1,213 @@
+"""ONNX models in (morello_asp.onnx, `morello-asp onnx`): models built with onnx.helper,
+run through InferenceSession.run and compared with onnxruntime; what the importer cannot
+take is refused in one line naming the node, its op and why. Shapes are tiny: the
+search is the slow part (one memo table for the file)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="the onnx extra is not installed (make setup-onnx)")
+ort = pytest.importorskip("onnxruntime", reason="the onnx extra is not installed (make setup-onnx)")
+
+from onnx import TensorProto as T  # noqa: E402
+from onnx import helper as h  # noqa: E402
+from onnx import numpy_helper as nh  # noqa: E402
+
+from morello_asp.onnx import InferenceSession, ModelError  # noqa: E402
+from morello_asp.onnx.compare import RTOL, check, onnxruntime_session, random_feed  # noqa: E402
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17):
+    g = h.make_graph(
+        nodes,
+        "m",
+        [h.make_tensor_value_info(n, T.FLOAT, s) for n, s in inputs],
+        [h.make_tensor_value_info(n, T.FLOAT, s) for n, s in outputs],
+        list(inits),
+    )
+    return h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+
+
+def _const(name, a):
+    return nh.from_array(np.asarray(a, np.float32), name)
+
+
+def mlp(m=4, k=8, hid=16, n=8, seed=0):
+    """MatMul + Add (bias) + Relu + MatMul."""
+    r = np.random.default_rng(seed)
+    nodes = [
+        h.make_node("MatMul", ["x", "W1"], ["h0"], name="mm1"),
+        h.make_node("Add", ["h0", "b1"], ["h1"], name="add1"),
+        h.make_node("Relu", ["h1"], ["h2"], name="relu1"),
+        h.make_node("MatMul", ["h2", "W2"], ["y"], name="mm2"),
+    ]
+    inits = [
+        _const("W1", r.standard_normal((k, hid))),
+        _const("b1", r.standard_normal(hid)),
+        _const("W2", r.standard_normal((hid, n))),
+    ]
+    return _model(nodes, [("x", [m, k])], [("y", [m, n])], inits)
+
+
+def attention(s=8, d=16, seed=0, scale_op="Mul", scale=None):
+    """Single-head attention: Q, K, V projections, Q @ K^T (a Transpose), a scale,
+    Softmax along the last axis, then @ V."""
+    r = np.random.default_rng(seed)
+    sc = scale if scale is not None else (1 / np.sqrt(d) if scale_op == "Mul" else np.sqrt(d))
+    nodes = [
+        h.make_node("MatMul", ["x", "Wq"], ["q"], name="q_proj"),
+        h.make_node("MatMul", ["x", "Wk"], ["k"], name="k_proj"),
+        h.make_node("MatMul", ["x", "Wv"], ["v"], name="v_proj"),
+        h.make_node("Transpose", ["k"], ["kt"], name="k_t", perm=[1, 0]),
+        h.make_node("MatMul", ["q", "kt"], ["s0"], name="scores"),
+        h.make_node(scale_op, ["s0", "scale"], ["s1"], name="scale"),
+        h.make_node("Softmax", ["s1"], ["p"], name="softmax", axis=-1),
+        h.make_node("MatMul", ["p", "v"], ["y"], name="pv"),
+    ]
+    inits = [_const(n, r.standard_normal((d, d)) / np.sqrt(d)) for n in ("Wq", "Wk", "Wv")]
+    inits.append(_const("scale", sc))
+    return _model(nodes, [("x", [s, d])], [("y", [s, d])], inits)
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("onnx") / "model.db")
+
+
+def _matches(sess, model, seed=0):
+    feed = random_feed(sess, seed)
+    got = sess.run(None, feed)
+    want = onnxruntime_session(model).run(None, feed)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == np.float32 and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=0, atol=RTOL * max(1.0, float(np.abs(w).max())))
+    return got
+
+
+def test_mlp_matches_onnxruntime(db):
+    model = mlp()
+    sess = InferenceSession(model, db=db)
+    assert [(i.name, i.shape, i.type) for i in sess.get_inputs()] == [("x", [4, 8], "tensor(float)")]
+    assert [(o.name, o.shape) for o in sess.get_outputs()] == [("y", [4, 8])]
+    _matches(sess, model)
+    kinds = [p.spec.k.name for p in sess.programs.values()]
+    assert sorted(kinds) == ["BiasAdd", "Matmul", "Matmul", "Relu"]
+    # dead intermediates share buffers: h0 is dead once add1 has read it, so relu's h2 reuses it
+    assert sess.intermediate_bytes < sess.unplanned_bytes
+    # a second run on other inputs, and outputs by name
+    feed = random_feed(sess, 1)
+    (y,) = sess.run(["y"], feed)
+    np.testing.assert_allclose(y, onnxruntime_session(model).run(["y"], feed)[0], atol=1e-4 * max(1, np.abs(y).max()))
+
+
+def test_attention_block_matches_onnxruntime(db):
+    model = attention()
+    sess = InferenceSession(model, db=db)
+    _matches(sess, model)
+    plan = {st.nodes[0]: st for st in sess.plan.steps}
+    assert plan["k_t"].spec is None  # the transpose copies nothing: scores' rhs is col_major
+    assert plan["scores"].layouts == {1: "col_major"}
+    assert plan["scale"].spec is None and "folded" in plan["scale"].note  # 1/4: exact in f32
+    # three projections of one shape: one program
+    assert len({p.spec.text() for p in sess.programs.values()}) == len(sess.programs) == 4
+
+
+def test_a_scale_that_is_no_power_of_two_is_a_program(db):
+    model = attention(scale_op="Div", scale=3.0)
+    sess = InferenceSession(model, db=db)
+    _matches(sess, model)
+    assert "DivScalar" in {p.spec.k.name for p in sess.programs.values()}
+
+
+def test_residual_gemm_block(db):
+    """Gemm with transB and bias, Relu, Gemm, and a residual Add reading the input."""
+    r = np.random.default_rng(3)
+    nodes = [
+        h.make_node("Gemm", ["x", "W1", "b1"], ["h1"], name="fc1", transB=1),
+        h.make_node("Relu", ["h1"], ["h2"], name="relu"),
+        h.make_node("Gemm", ["h2", "W2", "b2"], ["h3"], name="fc2", alpha=0.5, beta=2.0),
+        h.make_node("Add", ["h3", "x"], ["y"], name="residual"),
+    ]
+    inits = [
+        _const("W1", r.standard_normal((16, 8))),  # transB: [N, K]
+        _const("b1", r.standard_normal(16)),
+        _const("W2", r.standard_normal((16, 8))),
+        _const("b2", r.standard_normal((1, 8))),
+    ]
+    model = _model(nodes, [("x", [4, 8])], [("y", [4, 8])], inits)
+    sess = InferenceSession(model, db=db)
+    _matches(sess, model)
+    assert "ElementwiseAdd" in {p.spec.k.name for p in sess.programs.values()}
+
+
+def _lstm_model():
+    r = np.random.default_rng(0)
+    nodes = [h.make_node("LSTM", ["x", "W", "R"], ["y"], name="rnn", hidden_size=4)]
+    inits = [_const("W", r.standard_normal((1, 16, 3))), _const("R", r.standard_normal((1, 16, 4)))]
+    return _model(nodes, [("x", [2, 1, 3])], [("y", [2, 1, 1, 4])], inits)
+
+
+def test_an_unsupported_op_is_refused_naming_the_node(tmp_path):
+    with pytest.raises(ModelError, match=r"^node rnn \(LSTM\): op LSTM is not supported \(supported: Add, "):
+        InferenceSession(_lstm_model(), db=None)
+    path = tmp_path / "lstm.onnx"
+    onnx.save(_lstm_model(), str(path))
+    r = subprocess.run(
+        [sys.executable, "-m", "morello_asp.cli", "onnx", str(path), "--no-db"], capture_output=True, text=True
+    )
+    assert r.returncode == 2, r.stderr
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("morello-asp: error: node rnn (LSTM): op LSTM is not supported")
+
+
+def test_a_dynamic_shape_is_refused():
+    nodes = [h.make_node("Relu", ["x"], ["y"], name="r")]
+    model = _model(nodes, [("x", ["n", 4])], [("y", ["n", 4])])
+    with pytest.raises(ModelError, match=r"^node x \(graph input\): its shape is not static"):
+        InferenceSession(model, db=None)
+
+
+def test_what_the_importer_cannot_take_is_one_line(tmp_path):
+    nodes = [h.make_node("Mul", ["x", "x"], ["y"], name="square")]
+    with pytest.raises(ModelError, match=r"^node square \(Mul\): only multiplication by a scalar constant"):
+        InferenceSession(_model(nodes, [("x", [2, 4])], [("y", [2, 4])]), db=None)
+    bad = tmp_path / "bad.onnx"
+    bad.write_text("not a model")
+    with pytest.raises(ModelError, match="bad.onnx: not an ONNX model"):
+        InferenceSession(str(bad), db=None)
+    with pytest.raises(ModelError, match="no ONNX model file"):
+        InferenceSession(str(tmp_path / "missing.onnx"), db=None)
+
+
+def test_run_refuses_bad_feeds(db):
+    sess = InferenceSession(mlp(), db=db)
+    with pytest.raises(Exception, match=r"input 'x' has shape \(4, 9\); the model takes \(4, 8\)"):
+        sess.run(None, {"x": np.zeros((4, 9), np.float32)})
+    with pytest.raises(Exception, match="input 'x' is missing"):
+        sess.run(None, {})
+    with pytest.raises(Exception, match="no output 'z'"):
+        sess.run(["z"], {"x": np.zeros((4, 8), np.float32)})
+
+
+def test_cli_prints_the_plan_and_checks(tmp_path, db):
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp(), str(path))
+    r = subprocess.run(
+        [sys.executable, "-m", "morello_asp.cli", "onnx", str(path), "--db", db, "--run", "-q"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "mm1 (MatMul) -> h0: (Matmul(1x4x8x16," in r.stdout
+    assert "relu1 (Relu) -> h2: (Relu(4x16," in r.stdout
+    assert "checked against onnxruntime: max |error|" in r.stdout and r.stdout.rstrip().endswith("OK")
+    assert check(InferenceSession(str(path), db=db)).ok
+    assert Path(db).exists()
