@@ -38,7 +38,7 @@ def _merged(spec: Spec, args):
     old = {o: np.asarray(args[o]).astype(new[o].dtype) for o in k.outputs}
 
     def const(c):
-        return _const(c, new[k.output].dtype)
+        return _const(c, np.asarray(args[k.output]).dtype)  # the output's lowest value, not the compute dtype's
 
     outs = []
     for o in k.outputs:
@@ -80,10 +80,14 @@ def _compute_dtype(out_dtype: np.dtype) -> np.dtype:
 
 
 def _const(c, dt: np.dtype):
+    """Constant `c` of a kind's semantics for an output of dtype `dt`: neg_inf and pos_inf
+    are an integer dtype's lowest and highest value (its own: int32's, not those of the
+    int64 the arithmetic runs in, which wrapped to 0 on the store; issue 57)."""
+    integer = np.dtype(dt).kind in "iu"  # bf16 (ml_dtypes) is no np.floating, and not an integer
     if c == "neg_inf":
-        return -np.inf if np.issubdtype(dt, np.floating) else np.iinfo(dt).min
+        return np.iinfo(dt).min if integer else -np.inf
     if c == "pos_inf":
-        return np.inf if np.issubdtype(dt, np.floating) else np.iinfo(dt).max
+        return np.iinfo(dt).max if integer else np.inf
     return c
 
 
@@ -116,7 +120,7 @@ def _evaluate(spec: Spec, o: int, args, accumulate: bool = True) -> np.ndarray:
     ins = {i: np.ascontiguousarray(np.asarray(args[i]).astype(cdt)) for i in expr_operands(expr)}
     grid = {i: _grid_view(a, access[i], shape) for i, a in ins.items()}
     fast = _einsum(expr, comb, grid, k.deps(len(shape)), access[o], len(shape)) if red else None
-    new = fast if fast is not None else _evaluate_grid(expr, comb, red, grid, shape, cdt)
+    new = fast if fast is not None else _evaluate_grid(expr, comb, red, grid, shape, cdt, out.dtype)
     # both keep the output's spec dimensions in spec order; the output may list them in
     # another, with dimensions of size one (0 in kind_access/3) between them
     out_axes = [x.dims[0] for x in access[o] if x.dims]  # an output's dimensions are single or unit
@@ -157,15 +161,16 @@ def _einsum(expr, comb, grid, deps, out_access, rank):
     return np.einsum(",".join(subs) + "->" + "".join(letters[d] for d in keep), *views, optimize=True)
 
 
-def _evaluate_grid(expr, comb, red, grid, shape, cdt):
-    """Any expression: evaluated on the point grid, reduced over the reduction axes, in
-    chunks along the first reduction dimension so memory stays bounded."""
+def _evaluate_grid(expr, comb, red, grid, shape, cdt, odt):
+    """Any expression: evaluated on the point grid (in dtype `cdt`, constants those of the
+    output's dtype `odt`), reduced over the reduction axes, in chunks along the first
+    reduction dimension so memory stays bounded."""
 
     def ev(e, sl):
         if e[0] == "op":
             return grid[e[1]][sl]
         if e[0] == "const":
-            return np.asarray(_const(e[1], cdt), dtype=cdt)
+            return np.asarray(_const(e[1], odt), dtype=cdt)
         if e[0] == "red":  # combine along one whole dimension, keeping it (size one)
             _, c, d, sub = e
             v = np.asarray(ev(sub, sl), dtype=cdt)
