@@ -211,3 +211,63 @@ def test_cli_prints_the_plan_and_checks(tmp_path, db):
     assert "checked against onnxruntime: max |error|" in r.stdout and r.stdout.rstrip().endswith("OK")
     assert check(InferenceSession(str(path), db=db)).ok
     assert Path(db).exists()
+
+
+def bottleneck(cin=4, cmid=4, cout=8, hw=6, seed=0):
+    """A ResNet bottleneck block: 1x1, 3x3 stride 2 padding 1, 1x1, each with a
+    BatchNormalization (folded), ReLUs, and a downsampling 1x1 stride-2 residual."""
+    r = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def conv(name, x, ci, co, k, stride=1, pad=0):
+        inits.append(_const(name + "_w", r.standard_normal((co, ci, k, k)) / np.sqrt(ci * k * k)))
+        nodes.append(
+            h.make_node(
+                "Conv", [x, name + "_w"], [name], name=name, kernel_shape=[k, k], strides=[stride] * 2, pads=[pad] * 4
+            )
+        )
+        stats = {"g": r.uniform(0.5, 1.5, co), "b": r.standard_normal(co), "m": r.standard_normal(co) * 0.1}
+        stats["v"] = r.uniform(0.5, 1.5, co)
+        inits.extend(_const(f"{name}_bn_{p}", v) for p, v in stats.items())
+        bn_in = [name] + [f"{name}_bn_{p}" for p in "gbmv"]
+        nodes.append(h.make_node("BatchNormalization", bn_in, [name + "_bn"], name=name + "_bn"))
+        return name + "_bn"
+
+    a = conv("c1", "x", cin, cmid, 1)
+    nodes.append(h.make_node("Relu", [a], ["r1"], name="relu1"))
+    b = conv("c2", "r1", cmid, cmid, 3, 2, 1)
+    nodes.append(h.make_node("Relu", [b], ["r2"], name="relu2"))
+    c = conv("c3", "r2", cmid, cout, 1)
+    d = conv("down", "x", cin, cout, 1, 2)
+    nodes.append(h.make_node("Add", [c, d], ["sum"], name="residual"))
+    nodes.append(h.make_node("Relu", ["sum"], ["y"], name="relu3"))
+    o = (hw + 1) // 2
+    return _model(nodes, [("x", [1, cin, hw, hw])], [("y", [1, cout, o, o])], inits)
+
+
+@pytest.mark.slow
+def test_resnet_bottleneck_block_matches_onnxruntime(db):
+    model = bottleneck()
+    sess = InferenceSession(model, db=db)
+    _matches(sess, model)
+    plan = {st.nodes[0]: st for st in sess.plan.steps}
+    # padding 1 on a 6x6 image: the 3x3 output reads a 7x7 one, so the bottom and right
+    # zeros ONNX names are never read: (top, bottom, left, right) = (1, 0, 1, 0)
+    assert plan["c2"].spec == "ConvS2(1x4x4x3x3x3x3, f32)" and plan["c2"].pad == (1, 0, 1, 0)
+    assert plan["down"].spec == "ConvS2(1x8x4x3x3x1x1, f32)"  # a 6x6 image: its last row and column cropped
+    assert plan["down"].args[0].ops == [("crop", (5, 5))]
+    assert plan["residual"].spec == "ElementwiseAdd(24x3, f32)"  # reads c3's tensor, computed before
+    assert sess.intermediate_bytes < sess.unplanned_bytes
+
+
+def test_conv_attributes_it_cannot_take_are_refused():
+    w = _const("w", np.ones((2, 2, 3, 3)))
+    for attrs, out, why in [
+        (dict(strides=[1, 2]), [1, 2, 10, 5], r"strides \[1, 2\] and dilations \[1, 1\] must be equal along h and w"),
+        (dict(auto_pad="SAME_UPPER"), [1, 2, 12, 12], "auto_pad is not supported"),
+        (dict(strides=[5, 5]), [1, 2, 2, 2], r"stride 5, dilation 1: no kind ConvS5 is declared \(declared: Conv, "),
+    ]:
+        node = h.make_node("Conv", ["x", "w"], ["y"], name="cv", kernel_shape=[3, 3], **attrs)
+        model = _model([node], [("x", [1, 2, 12, 12])], [("y", out)], [w])
+        with pytest.raises(ModelError, match=r"^node cv \(Conv\): " + why):
+            InferenceSession(model, db=None)

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from morello_asp.onnx.plan import Arg, Step, dims_text, is_contiguous
+from morello_asp.kinds import all_kinds
+from morello_asp.onnx.plan import Arg, Step, View, dims_text, is_contiguous
 
 if TYPE_CHECKING:
     from morello_asp.onnx.importer import Importer
@@ -251,6 +252,112 @@ def op_softmax(imp: Importer, node) -> None:
     imp.produce(Step([], [], out, shape, spec=f"Softmax1({dims_text(view)}, f32)", args=args, kind="softmax"))
 
 
+# ---------------------------------------------------------------- convolutions
+def _conv_kind(imp: Importer, family: str, stride: int, dilation: int) -> str:
+    name = family + (f"S{stride}" if stride > 1 else "") + (f"D{dilation}" if dilation > 1 else "")
+    if name not in all_kinds():
+        have = sorted(k for k in all_kinds() if k.startswith(family) and not k.endswith("Accum"))
+        raise imp.fail(
+            f"stride {stride}, dilation {dilation}: no kind {name} is declared (declared: {', '.join(have)}; "
+            "another stride or dilation is one conv_family/4 fact, docs/convolutions.md)"
+        )
+    return name
+
+
+def op_conv(imp: Importer, node) -> None:
+    """NCHW image, OIHW filters: the declared conv kinds' logical order, row-major.
+    strides/dilations (equal along h and w) and group pick the kind (Conv, ConvS2, ...,
+    DepthwiseConv for one filter per channel, GroupConv); pads are zeros the call writes
+    around the image (codegen/padding.py: a kept zero-bordered buffer); a bias is a
+    BiasAdd after it (a BatchNormalization after it is folded into both)."""
+    ins = _inputs(imp, node, 2)
+    x, w = ins[0], ins[1]
+    out, oshape = _out(imp, node)
+    if not imp.is_const(w):
+        raise imp.fail("the filters must be a constant (an initializer)")
+    xs, wv = imp.shape(x), imp.const(w).astype(np.float32)
+    if len(xs) != 4:
+        raise imp.fail(f"only 2-D convolutions (NCHW input) are supported, not rank {len(xs)}")
+    strides = list(imp.attr("strides", [1, 1]))
+    dil = list(imp.attr("dilations", [1, 1]))
+    group = int(imp.attr("group", 1))
+    if imp.attr("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        raise imp.fail("auto_pad is not supported (export with explicit pads)")
+    pads = list(imp.attr("pads", [0, 0, 0, 0]))
+    if strides[0] != strides[1] or dil[0] != dil[1]:
+        raise imp.fail(f"strides {strides} and dilations {dil} must be equal along h and w")
+    s, d = int(strides[0]), int(dil[0])
+    b, c, hh, ww = xs
+    f, cg, fh, fw = wv.shape
+    oh, ow = oshape[2], oshape[3]
+    # the image rows the spec reads: S(oh - 1) + D(fh - 1) + 1 (a remainder is cropped)
+    need_h, need_w = s * (oh - 1) + d * (fh - 1) + 1, s * (ow - 1) + d * (fw - 1) + 1
+    top, left = int(pads[0]), int(pads[1])
+    crop_h, crop_w = min(hh, need_h - top), min(ww, need_w - left)
+    bottom, right = need_h - top - crop_h, need_w - left - crop_w
+    img = imp.contiguous(x)
+    ops: View = [] if (crop_h, crop_w) == (hh, ww) else [("crop", (crop_h, crop_w))]
+    if group == 1:
+        kind = _conv_kind(imp, "Conv", s, d)
+        dims: tuple[int, ...] = (b, f, c, oh, ow, fh, fw)
+        filt = wv
+    elif group == c and f == c and cg == 1:
+        kind = _conv_kind(imp, "DepthwiseConv", s, d)
+        dims = (b, c, oh, ow, fh, fw)
+        filt = wv.reshape(c, fh, fw)
+    else:
+        kind = _conv_kind(imp, "GroupConv", s, d)
+        g = group
+        dims = (b, g, f // g, cg, oh, ow, fh, fw)
+        filt = wv.reshape(g, f // g, cg, fh, fw)
+        ops = [*ops, ("reshape", (b, g, cg, crop_h, crop_w))]
+    pad = None if (top, bottom, left, right) == (0, 0, 0, 0) else (top, bottom, left, right)
+    args = [Arg(tensor=img, ops=ops), Arg(const=np.ascontiguousarray(filt))]
+    conv_out = out if len(ins) < 3 else imp.fresh(out)
+    imp.shapes[conv_out] = oshape
+    imp.produce(Step([], [], conv_out, oshape, spec=f"{kind}({dims_text(dims)}, f32)", args=args, kind="conv", pad=pad))
+    if len(ins) > 2:
+        _add(imp, conv_out, ins[2], out)
+
+
+def op_batchnorm(imp: Importer, node) -> None:
+    """Inference BatchNormalization folded into the Conv before it (its filters scaled
+    per output channel, its bias shifted), at import; elsewhere refused."""
+    ins = _inputs(imp, node, 5)
+    x, out = ins[0], node.output[0]
+    if not all(imp.is_const(t) for t in ins[1:5]):
+        raise imp.fail("scale, bias, mean and variance must be constants (inference mode)")
+    gamma, beta, mean, var = (imp.const(t).astype(np.float64) for t in ins[1:5])
+    if len([o for o in node.output if o]) > 1:
+        raise imp.fail("training mode (running mean/variance outputs) is not supported")
+    eps = float(imp.attr("epsilon", 1e-5))
+    scale = gamma / np.sqrt(var + eps)
+    shift = beta - mean * scale
+    prod_step = imp.producer.get(x)
+    bias_step = None
+    if prod_step is not None and prod_step.kind == "bias" and imp.uses.get(x, 0) <= 1:
+        bias_step, inner = prod_step, prod_step.args[0].tensor
+        prod_step = imp.producer.get(inner) if inner is not None else None
+        if inner is not None and imp.uses.get(inner, 0) > 1:
+            prod_step = None
+    if prod_step is None or prod_step.kind != "conv" or imp.uses.get(prod_step.out, 0) > 1:
+        raise imp.fail("only a BatchNormalization right after a Conv (folded into it) is supported")
+    filt = prod_step.args[1]
+    assert filt.const is not None
+    f = filt.const.shape
+    per_out = scale.reshape((-1,) + (1,) * (len(f) - 1)) if len(f) != 5 else scale.reshape(f[0], f[1], 1, 1, 1)
+    filt.const = (filt.const * per_out).astype(np.float32)
+    if bias_step is not None:
+        bias = bias_step.args[1]
+        bias.const = (np.asarray(bias.const) * scale + shift).astype(np.float32)
+        imp.view(bias_step.out, out, [])
+    else:
+        bn_bias = imp.fresh(out)
+        imp.consts[bn_bias] = shift.astype(np.float32).reshape(-1, 1, 1)
+        _add(imp, prod_step.out, bn_bias, out)
+    imp.steps[-1].note = f"folded into {prod_step.label}'s filters and bias"
+
+
 # ---------------------------------------------------------------- views
 def op_transpose(imp: Importer, node) -> None:
     (x,) = _inputs(imp, node, 1)[:1]
@@ -291,6 +398,8 @@ def op_constant(imp: Importer, node) -> None:
 
 OPS: dict[str, Callable[[Importer, Any], None]] = {
     "Add": op_add,
+    "BatchNormalization": op_batchnorm,
+    "Conv": op_conv,
     "Constant": op_constant,
     "Div": op_div,
     "Dropout": op_reshape,  # inference: the identity

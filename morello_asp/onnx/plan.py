@@ -41,7 +41,7 @@ class ModelError(InputError):
     (exit 2 in the CLI)."""
 
 
-View = list[tuple[str, tuple[int, ...]]]  # ("reshape", shape) and ("transpose", perm), in order
+View = list[tuple[str, tuple[int, ...]]]  # ("reshape", shape), ("transpose", perm), ("crop", (h, w)), in order
 
 
 @dataclass

@@ -50,7 +50,12 @@ class Program:
 
 def _apply(a: np.ndarray, ops: View) -> np.ndarray:
     for op, val in ops:
-        a = a.transpose(val) if op == "transpose" else a.reshape(val)
+        if op == "transpose":
+            a = a.transpose(val)
+        elif op == "crop":  # the last two dimensions' first rows and columns
+            a = a[..., : val[0], : val[1]]
+        else:
+            a = a.reshape(val)
     return a
 
 
@@ -89,6 +94,11 @@ class InferenceSession:
             for a in st.args:
                 if a.const is not None:
                     a.const = np.ascontiguousarray(a.const, dtype=np.float32)
+        # a padded convolution's call writes its image into a kept zero-bordered buffer
+        self.step_fn = [
+            None if p is None else (p.fn.padded([st.pad[:2], st.pad[2:]]) if st.pad else p.fn)
+            for st, p in zip(self.plan.steps, self.step_program)
+        ]
         self._plan_buffers()
 
     def _program(self, search, st: Step) -> Program:
@@ -170,23 +180,23 @@ class InferenceSession:
         if extra:
             raise InputError(f"input_feed names {', '.join(sorted(extra))}, not inputs of the model")
         env.update(plan.consts_out)
-        for st, prog in zip(plan.steps, self.step_program):
+        for st, prog, fn in zip(plan.steps, self.step_program, self.step_fn):
             if prog is None:
                 env[st.out] = _apply(env[st.source], st.view or [])  # type: ignore[index]
                 continue
-            self._call(st, prog, env)
+            self._call(st, prog, fn, env)
         # an output a program wrote is a new array each run; anything else (a view of a
         # kept buffer, an input, a constant) is copied
         return [env[n] if n in self._fresh else np.array(env[n], dtype=np.float32) for n in names]
 
-    def _call(self, st: Step, prog: Program, env: dict[str, np.ndarray]) -> None:
+    def _call(self, st: Step, prog: Program, fn, env: dict[str, np.ndarray]) -> None:
         spec = prog.spec
         oshape = spec.operand_shapes[spec.output]
         if st.out in self.slot:
             out = self.buffers[self.slot[st.out]][: prod(oshape)].reshape(oshape)
         else:
             out = np.empty(oshape, np.float32)
-        prog.fn(*[self._arg(a, env) for a in st.args], out=out)
+        fn(*[self._arg(a, env) for a in st.args], out=out)
         env[st.out] = out.reshape(st.out_shape)
 
     @staticmethod
