@@ -298,3 +298,36 @@ def test_box_space_decodes_points_of_the_box():
     sp = BoxSpace(key, lo, hi, get_engine().target)
     assert sp.dim_values[1] == [1, 2, 4, 8, 16] and sp.n_classes() == 5
     assert [from_p.shape for from_p in (sp.spec_at(p) for p in sp.classes())] == [(1, m, 8) for m in (1, 2, 4, 8, 16)]
+
+
+# issue 57's bug, as a user rule file: every operand with some contiguousness has its
+# channels adjacent in spatial_split's view (rules/spatial_split.lp before ddd68a9)
+OLD_SPATIAL = "spatial_chan_adj(S, Op) :- action(S, spatial_split), spec_operand(S, Op, _, _, _, C, _, _), C > 0.\n"
+
+
+def test_a_box_whose_views_do_not_back_its_childrens_claims_is_refuted(tmp_path, capsys):
+    """db verify proves what codegen assumes of the views a box's decision builds, as
+    verify does for programs (prove_views): with issue 57's spatial_split rule back, the
+    table of Conv(1x8x4x2x2x1x1) holds spatial_split boxes whose child view claims c1 of
+    channels h * w values apart (codegen refused the program); db verify refutes them,
+    naming the claim, two values that are not adjacent and a spec of the box. The table
+    the shipped rules build proves."""
+    from morello_asp.errors import CodegenError
+
+    bad = tmp_path / "old_spatial.lp"
+    bad.write_text(OLD_SPATIAL)
+    spec = "Conv(1x8x4x2x2x1x1, f32)"
+    old, new = tmp_path / "old.db", tmp_path / "new.db"
+    imp = synthesize(spec, db=str(old), rules=[str(bad)])
+    with pytest.raises(CodegenError, match="a rule gave it the wrong contiguousness"):
+        imp.to_c()
+    assert main(["db", "verify", str(old), "--rules", str(bad)]) == 1
+    out = capsys.readouterr().out
+    views = [ln for ln in out.splitlines() if ln.startswith("[REFUTED]") and "the views it builds back" in ln]
+    assert views and all("spatial_split()" in ln for ln in views), out
+    assert "claims adjacent; counterexample (ConvAccum(" in views[0], views[0]
+    imp = synthesize(spec, db=str(new))
+    err, tol = imp.compile().check()
+    assert err <= tol
+    assert main(["db", "verify", str(new)]) == 0
+    assert " 0 refuted, 0 unknown" in capsys.readouterr().out

@@ -49,6 +49,7 @@ class BoxObligation(Obligation):
 class TableReport(VerifyReport):
     boxes: int = 0
     rules_seconds: float = 0.0  # of `seconds`, spent expanding spec classes with clingo
+    views_seconds: float = 0.0  # of `seconds`, spent proving the views decisions build (verify.views_obligations)
     z3_queries: int = 0
     reused: int = 0  # claims answered by an identical claim proved for an earlier box
 
@@ -215,18 +216,38 @@ class BoxProver:
 
 
 # ---- rules: clingo derives the decision on every class of the box -------------------
+def class_specs(space: BoxSpace, cap: int = CLASS_CAP) -> tuple[list[Spec], bool]:
+    """The specs of the box's classes (its lowest limits), and True; or, beyond `cap`
+    classes, those of its corners only, and False."""
+    exhaustive = space.n_classes() <= cap
+    pts = space.classes() if exhaustive else space.corners()
+    return list(dict.fromkeys(s for s in (space.spec_at(p) for p in pts) if s is not None)), exhaustive
+
+
 def rules_obligations(boxes, engine, progress=None) -> list[BoxObligation | None]:
     """One obligation per box (None for a box with no action): every spec class of the box (its lowest
     limits; the rules never see limits, moves are then fitted to them) gets the
     decision's action from the rule files, and a tile gets the children the loop runs."""
+
+    def check(s, action, e):
+        if e is None:
+            return f"the rule files derive no {action} for this spec"
+        return action.family.rule_children_mismatch(s, action, e)
+
+    return class_obligations(boxes, engine, "the rule files derive it for every spec class", check, progress)
+
+
+def class_obligations(boxes, engine, claim: str, check, progress=None, cap: int = CLASS_CAP, label: str = "rules"):
+    """One obligation per box (None for a box with no action) that `claim` holds on each
+    spec class of the box (up to `cap` classes, else its corners, and the obligation is
+    unknown): `check(spec, action, expansion)` says why not (expansion: the rule files'
+    expansion of the spec with the box's action, or None), or returns None."""
     jobs: list[tuple | None] = []  # (seq, space, action, specs, exhaustive), or None
     for seq, space, d in boxes:
         if d.action is None:
             jobs.append(None)
             continue
-        exhaustive = space.n_classes() <= CLASS_CAP
-        pts = space.classes() if exhaustive else space.corners()
-        specs = list(dict.fromkeys(s for s in (space.spec_at(p) for p in pts) if s is not None))
+        specs, exhaustive = class_specs(space, cap)
         jobs.append((seq, space, d.action, specs, exhaustive))
     todo = list(dict.fromkeys(s for j in jobs if j for s in j[3]))
     exps: dict = {}
@@ -234,22 +255,19 @@ def rules_obligations(boxes, engine, progress=None) -> list[BoxObligation | None
         chunk = todo[i : i + RULES_BATCH]
         exps.update(zip(chunk, engine.expand_many(chunk)))
         if progress:
-            progress(f"rules: {min(i + RULES_BATCH, len(todo))}/{len(todo)} spec classes expanded")
+            progress(f"{label}: {min(i + RULES_BATCH, len(todo))}/{len(todo)} spec classes expanded")
     out: list[BoxObligation | None] = []
     for job in jobs:
         if job is None:
             out.append(None)
             continue
         seq, space, action, specs, exhaustive = job
-        what = f"box {seq} {space.text()} {action}: the rule files derive it for every spec class"
+        what = f"box {seq} {space.text()} {action}: {claim}"
         bad = None
         for s in specs:
-            e = next((e for e in exps[s] if e.action == action), None)
-            if e is None:
-                bad = (f"the rule files derive no {action} for this spec", s)
-            elif (why := action.family.rule_children_mismatch(s, action, e)) is not None:
+            why = check(s, action, next((e for e in exps[s] if e.action == action), None))
+            if why is not None:
                 bad = (why, s)
-            if bad:
                 break
         if bad:
             out.append(BoxObligation(what, "refuted", f"{bad[0]}; counterexample {bad[1]}", seq, bad[1]))

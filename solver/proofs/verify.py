@@ -21,9 +21,9 @@ from morello_asp.cost import compute_cost
 from morello_asp.errors import CodegenError
 from morello_asp.expr import Const, Var
 from morello_asp.ir import Impl, KernelApp, SpecHole
-from morello_asp.rewrites import for_node
+from morello_asp.rewrites import for_node, node_from_expansion
 from morello_asp.solver.proofs.box_space import BoxSpace
-from morello_asp.solver.proofs.boxes import BoxProver, TableReport, rules_obligations
+from morello_asp.solver.proofs.boxes import BoxObligation, BoxProver, TableReport, class_obligations, rules_obligations
 from morello_asp.solver.proofs.obligations import Obligation, VerifyReport, prove_adjacent, prove_layout
 from morello_asp.solver.search.engine import get_engine
 from morello_asp.target import Target
@@ -140,6 +140,79 @@ def prove_views(impl: Impl, rules=()) -> list[Obligation]:
     return [*em.claims.values(), Obligation(what, "proved")]
 
 
+# ---- what a memo box's decision builds: the same view claims, for every spec class ----
+VIEW_CAP = 4096  # spec classes per box whose views are checked one by one; beyond, corners only
+EMBED_GROWTH = 64  # how far a parameter's buffer may be grown to hold exactly what its spec claims
+
+
+def _embedded_views(em: _ViewWalk, spec) -> list:
+    """The views a decision's node sees of its spec's operands, in buffers that hold what
+    the spec claims and no more: a memo box's spec is a view inside some larger buffer,
+    so an operand claiming cN (0 < N < full) lies in a buffer grown along the logical
+    dimension of the outermost of its inner N physical dims, so that the values just
+    beyond its run are not adjacent. The growth is the smallest (up to EMBED_GROWTH)
+    under which the operand's own claims hold in the buffer: its adjacency (proved as
+    for programs) and its stride exponent sN; a claim no growth satisfies keeps the
+    exact buffer, and so does c0 (claiming nothing: a view of it stepping over values
+    would be a reshaped view, which codegen's spatial_split refuses of its operands;
+    the rules give a child of a c0 view adjacency only along single positions)."""
+    from morello_asp.codegen.emitter import Buffer, View
+
+    views = parameter_views(em, spec)[0]
+    line = spec.target.line_bytes
+    out = list(views)
+    for i, (name, v) in enumerate(zip(param_names(spec), views)):
+        ts = v.ts
+        full = ts.layout.full_contiguity()
+        contig = full if ts.contig is None else ts.contig
+        pdims = ts.layout.pdims
+        if v.buf.in_registers or not pdims or contig == 0 or (contig >= full and ts.stride is None):
+            continue
+        d = pdims[len(pdims) - contig].dim
+        for grow in range(1, EMBED_GROWTH + 1):
+            shape = list(v.shape)
+            shape[d] += grow
+            buf = Buffer(v.buf.name, tuple(shape), ts, False, v.buf.root, align=v.buf.align)
+            cand = View(buf, v.origin, v.shape, ts)
+            probe = _ViewWalk(em.ct)
+            probe.visit(SpecHole(spec), [*out[:i], cand, *out[i + 1 :]])
+            own = [o for o in probe.claims.values() if f": operand {name} " in o.what]
+            if all(o.status == "proved" for o in own) and not probe.stride_mismatch(cand, line):
+                out[i] = cand
+                break
+    return out
+
+
+def prove_decision_views(spec, expansion, ct) -> Obligation | None:
+    """The first claim a decision's node (its children open) makes of a view that its
+    spec's operands, embedded as _embedded_views says, do not back; None if every one
+    holds. The claims are prove_views': each child's and kernel's adjacency and stride,
+    and that codegen can write the node's C."""
+    node = node_from_expansion(spec, expansion)
+    em = _ViewWalk(ct)
+    try:
+        em.emit(node, _embedded_views(em, spec))
+    except CodegenError as e:
+        return Obligation(f"codegen lowers {spec.short()}'s {expansion.action} to C", "refuted", str(e))
+    return next((o for o in em.claims.values() if o.status != "proved"), None)
+
+
+def views_obligations(boxes, engine, progress=None) -> list[BoxObligation | None]:
+    """One obligation per box (None for a box with no action): on every spec class of the
+    box (its lowest limits; up to VIEW_CAP, else its corners, and the obligation is
+    unknown), the views the decision builds back what its children and kernels claim of
+    them (prove_decision_views), as `verify` proves them for a program. A class the rule
+    files derive no such decision for is the rules obligation's to refute."""
+    ct = get_ctarget(engine.target, engine.rules)
+
+    def check(s, action, e):
+        why = prove_decision_views(s, e, ct) if e is not None else None
+        return f"{why.what}: {why.detail}" if why is not None else None
+
+    claim = "the views it builds back what its children and kernels claim"
+    return class_obligations(boxes, engine, claim, check, progress, VIEW_CAP, "views")
+
+
 class ProgramContext:
     """What node obligations may ask: the program's target, and the rules' expansions
     of a spec (for checks the target's logic files decide, such as kernels)."""
@@ -192,10 +265,14 @@ def _add(rep: VerifyReport, seen: set[str], obs: list[Obligation]) -> None:
 
 
 # ---- the table ---------------------------------------------------------------------------
-def verify_table(memo, engine=None, limit: int | None = None, progress=None, rules: bool = True) -> TableReport:
+def verify_table(
+    memo, engine=None, limit: int | None = None, progress=None, rules: bool = True, views: bool = True
+) -> TableReport:
     """Prove every box of `memo` (a RectMemo: in memory or solver/memo/sqlite.py's SQLite table).
     `engine` (default: the avx2 engine) supplies the target and the rule files; `limit`
-    stops after that many boxes in table order; `progress(text)` is called as work goes."""
+    stops after that many boxes in table order; `progress(text)` is called as work goes.
+    `rules`: clingo re-derives each decision on the box's spec classes; `views`: what the
+    decision's views claim holds on them (views_obligations), as `verify` proves it."""
     t0 = time.perf_counter()
     engine = engine or get_engine()
     target = engine.target
@@ -207,6 +284,11 @@ def verify_table(memo, engine=None, limit: int | None = None, progress=None, rul
         for obs, ob in zip(per_box, rules_obligations(boxes, engine, progress)):
             obs += [ob] if ob else []
         rep.rules_seconds = time.perf_counter() - t0
+    if views:
+        t1 = time.perf_counter()
+        for obs, ob in zip(per_box, views_obligations(boxes, engine, progress)):
+            obs += [ob] if ob else []
+        rep.views_seconds = time.perf_counter() - t1
     prover = BoxProver(target)
     last = 0.0
     for i, (seq, space, d) in enumerate(boxes):
