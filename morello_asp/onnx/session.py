@@ -23,7 +23,7 @@ from morello_asp.default_table import DEFAULT_TABLE
 from morello_asp.errors import InputError
 from morello_asp.layout import Layout
 from morello_asp.onnx.importer import import_model, load
-from morello_asp.onnx.plan import Arg, Plan, Step, View
+from morello_asp.onnx.plan import Plan, Step, View
 from morello_asp.spec import parse_spec
 from morello_asp.synthesis import make_search
 from morello_asp.target import as_target
@@ -46,6 +46,21 @@ class Program:
     impl: Any
     fn: Any
     seconds: float
+
+
+@dataclass
+class _Bound:
+    """One step's call, made once (InferenceSession._bind)."""
+
+    program: Any  # the compiled program (or its Padded call); None for a view
+    out: str
+    tensor_shape: tuple[int, ...]
+    source: str | None  # a view's
+    view: View
+    dynamic: list[tuple[int, str, View]]  # (argument position, tensor, ops) made per run; a view: non-empty if it is
+    args: tuple = ()
+    out_array: np.ndarray | None = None  # a kept buffer (None: a new array per run, an output of the model)
+    out_shape: tuple[int, ...] = ()
 
 
 def _apply(a: np.ndarray, ops: View) -> np.ndarray:
@@ -143,6 +158,7 @@ class InferenceSession:
             frees[i] = []
         self.buffers = [np.empty(n, np.float32) for n in sizes]
         self._fresh = {st.out for st in plan.steps if st.spec is not None and st.out not in self.slot}
+        self._bind()
         self.intermediate_bytes = sum(sizes) * 4
         self.unplanned_bytes = 4 * sum(prod(st.out_shape) for st in plan.steps if st.out in self.slot)
 
@@ -179,31 +195,58 @@ class InferenceSession:
         extra = set(input_feed) - {t.name for t in plan.inputs}
         if extra:
             raise InputError(f"input_feed names {', '.join(sorted(extra))}, not inputs of the model")
+        env.update(self._static)
         env.update(plan.consts_out)
-        for st, prog, fn in zip(plan.steps, self.step_program, self.step_fn):
-            if prog is None:
-                env[st.out] = _apply(env[st.source], st.view or [])  # type: ignore[index]
+        for b in self._bound:
+            if b.program is None:
+                if b.dynamic:
+                    env[b.out] = _apply(env[b.dynamic[0][1]], b.view)
                 continue
-            self._call(st, prog, fn, env)
+            args = list(b.args)
+            for pos, name, ops in b.dynamic:
+                args[pos] = _apply(env[name], ops)
+            out = b.out_array if b.out_array is not None else np.empty(b.out_shape, np.float32)
+            b.program(*args, out=out)
+            if b.out_array is None:
+                env[b.out] = out.reshape(b.tensor_shape)
         # an output a program wrote is a new array each run; anything else (a view of a
         # kept buffer, an input, a constant) is copied
         return [env[n] if n in self._fresh else np.array(env[n], dtype=np.float32) for n in names]
 
-    def _call(self, st: Step, prog: Program, fn, env: dict[str, np.ndarray]) -> None:
-        spec = prog.spec
-        oshape = spec.operand_shapes[spec.output]
-        if st.out in self.slot:
-            out = self.buffers[self.slot[st.out]][: prod(oshape)].reshape(oshape)
-        else:
-            out = np.empty(oshape, np.float32)
-        fn(*[self._arg(a, env) for a in st.args], out=out)
-        env[st.out] = out.reshape(st.out_shape)
-
-    @staticmethod
-    def _arg(a: Arg, env: dict[str, np.ndarray]) -> np.ndarray:
-        if a.const is not None:
-            return a.const
-        return _apply(env[a.tensor], a.ops)  # type: ignore[index]
+    def _bind(self) -> None:
+        """Each step's call made once: the kept buffers never move, so every argument
+        that is one of them (or a view of one), or a constant, is a fixed array; only
+        what comes from the inputs, and the outputs, are made per run."""
+        static: dict[str, np.ndarray] = {}
+        self._bound: list[_Bound] = []
+        for st, prog, fn in zip(self.plan.steps, self.step_program, self.step_fn):
+            if prog is None:
+                src = st.source
+                assert src is not None
+                dyn = src not in static
+                if not dyn:
+                    static[st.out] = _apply(static[src], st.view or [])
+                self._bound.append(_Bound(None, st.out, st.out_shape, src, st.view or [], dynamic=[(0, src, [])] * dyn))
+                continue
+            spec = prog.spec
+            oshape = tuple(spec.operand_shapes[spec.output])
+            args: list[Any] = []
+            dynamic: list[tuple[int, str, View]] = []
+            for pos, a in enumerate(st.args):
+                if a.const is not None:
+                    args.append(a.const)
+                elif a.tensor in static:
+                    args.append(_apply(static[a.tensor], a.ops))
+                else:
+                    args.append(None)
+                    dynamic.append((pos, a.tensor, a.ops))  # type: ignore[arg-type]
+            out_array = None
+            if st.out in self.slot:
+                out_array = self.buffers[self.slot[st.out]][: prod(oshape)].reshape(oshape)
+                static[st.out] = out_array.reshape(st.out_shape)
+            b = _Bound(fn, st.out, st.out_shape, None, [], dynamic, tuple(args), out_array, oshape)
+            self._bound.append(b)
+        self._static = static
 
     # ------------------------------------------------------------------ what was made
     def describe(self) -> list[tuple[str, str, str, int | None, float | None]]:

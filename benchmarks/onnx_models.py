@@ -1,0 +1,88 @@
+"""Whole ONNX blocks: morello_asp.onnx.InferenceSession beside onnxruntime, one thread.
+
+    python benchmarks/onnx_models.py [--only attention] [--target T] [--db F] [--rounds 7]
+
+Each block (morello_asp/onnx/blocks.py, built with onnx.helper, random weights) is
+compiled twice: cold (an empty memo table, or --db's as it is) and warm (a second
+session on the same table: every spec answered from it, modules from the compile
+cache). It is then checked against onnxruntime on random inputs and both are timed in
+interleaved rounds (median seconds per run; onnxruntime with intra_op_num_threads = 1,
+its default full-ISA kernels). The ratio is onnxruntime's time over ours (> 1: ours is
+faster). The table names the CPU and target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from host import full_isa, title
+
+full_isa(sys.argv)  # must precede numpy's import
+
+from morello_asp.codegen.calling import per_call  # noqa: E402
+from morello_asp.onnx import InferenceSession  # noqa: E402
+from morello_asp.onnx.blocks import attention, bottleneck  # noqa: E402
+from morello_asp.onnx.compare import bench, check  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Case:
+    label: str
+    build: object  # () -> ModelProto
+
+
+CASES = [
+    Case("attention s=128 d=64", lambda: attention(s=128, d=64)),
+    Case("attention s=256 d=64", lambda: attention(s=256, d=64)),
+    Case("bottleneck 64-32-128 28x28 (stride 2)", lambda: bottleneck(cin=64, cmid=32, cout=128, hw=28)),
+]
+
+
+def run_case(case: Case, target, db: str, rounds: int) -> dict:
+    model = case.build()  # type: ignore[operator]
+    t0 = time.perf_counter()
+    InferenceSession(model, target=target, db=db)
+    cold = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    sess = InferenceSession(model, target=target, db=db)
+    warm = time.perf_counter() - t0
+    c = check(sess)
+    if not c.ok:
+        raise SystemExit(f"{case.label}: differs from onnxruntime by {c.error:.3g} (tolerance {c.tolerance:.3g})")
+    t = bench(sess, rounds=rounds)
+    return dict(case=case.label, steps=len(sess.plan.steps), specs=len(sess.programs), cold=cold, warm=warm,
+                err=c.error, ours=t.ours, ort=t.onnxruntime, ratio=t.ratio)  # fmt: skip
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="ONNX blocks: morello-asp vs onnxruntime, single-threaded")
+    ap.add_argument("--only", nargs="*", default=None, help="cases whose label contains one of these words")
+    ap.add_argument("--target", default=None, help="target (default: native, this machine's)")
+    ap.add_argument("--db", default=None, help="memo table (default: a new one: cold compiles are cold)")
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds (default 7)")
+    args = ap.parse_args(argv)
+    cases = [c for c in CASES if not args.only or any(w in c.label for w in args.only)]
+    print(title(args.target))
+    print("| block | steps | specs | cold compile s | warm compile s | max error | ours | onnxruntime | ort / ours |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        db = args.db or str(Path(tmp) / "onnx_models.db")
+        for case in cases:
+            r = run_case(case, args.target, db, args.rounds)
+            print(
+                f"| {r['case']} | {r['steps']} | {r['specs']} | {r['cold']:.1f} | {r['warm']:.2f} | {r['err']:.2g} "
+                f"| {per_call(r['ours'])} | {per_call(r['ort'])} | {r['ratio']:.2f} |",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    from morello_asp.cli import run_script
+
+    sys.exit(run_script(main, Path(__file__).name))
