@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -198,3 +199,31 @@ def test_bias_relu_epilogue_after_a_conv_is_synthesized_and_matches():
     got = fn(bias, img, filt)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     assert (got == 0).any() and (got > 0).any()  # the relu did something either way
+
+
+@pytest.mark.slow  # ~1 min on idle cores: three small layers searched, checked, timed once
+def test_network_suite_rows_are_checked_and_timed(benchmark_script, tmp_path, capsys, monkeypatch):
+    """benchmarks/conv.py's network suites on three small layers of their kinds (a padded
+    stride-2 stem, a depthwise 3x3 with padding, a pointwise layer): each row checked
+    against torch (or numpy's reference without torch) before it is timed; the table
+    names the target and ends with the geometric means."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "benchmarks"))  # its host.py
+    monkeypatch.setattr(sys, "argv", ["conv.py", "--hold-back"])  # leave the ISA variables as they are
+    conv = benchmark_script("conv")
+    layers = [
+        conv.Layer("1x8x3x4x4x3x3", kind="ConvS2", pad=1),
+        conv.Layer("1x16x4x4x3x3", kind="DepthwiseConv", pad=1),
+        conv.Layer("1x8x16x4x4x1x1"),
+    ]
+    assert [x.torch_input for x in layers] == [8, 4, 4] and [x.image for x in layers] == [9, 6, 4]
+    rows = conv.run_network(layers, str(tmp_path / "t.db"), 1, log=lambda m: None)
+    conv.print_network_table(rows, "tiny")
+    out = capsys.readouterr().out
+    assert "DepthwiseConv 1x16x4x4x3x3 p1" in out and "cold synthesis" in out
+    assert all(r.gflops > 0 for r in rows)
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        assert "torch is not installed" in out
+    else:
+        assert all(r.vs_torch and r.vs_torch_call for r in rows) and "geometric mean of call / torch" in out
