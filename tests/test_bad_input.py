@@ -168,8 +168,8 @@ def test_no_implementation_says_when_its_budget_of_specs_ran_out(tmp_path, capsy
     argv = ["synth", "Matmul(2x2x4, f32)", "-q", "--no-db", "--rules", str(f)]
     monkeypatch.setenv("MORELLO_ASP_WHY_NONE_SPECS", "1")
     rc, _, err = run_main(capsys, argv)
-    want = "no way down ended within the 1 specs looked at, the budget of MORELLO_ASP_WHY_NONE_SPECS=1"
-    check_one_line(rc, err, 2, want)
+    check_one_line(rc, err, 2, "): no way down ended among the ")
+    assert "specs below it reached before the budget MORELLO_ASP_WHY_NONE_SPECS=1 ran out" in err, err
     assert "set it higher (e.g. 10)" in err and "loops" not in err, err
     monkeypatch.setenv("MORELLO_ASP_WHY_NONE_SPECS", "100000")
     rc, _, err = run_main(capsys, argv)

@@ -523,8 +523,8 @@ class Search:
             why.append(f"every rewrite of {s}{more} exceeds its memory limits ({self._least(s, every)})")
         if not why and queue:  # the budget ran out before a way down ended
             return (
-                f"{head}: no way down ended within the {len(seen) - len(queue)} specs looked at, the budget of "
-                f"MORELLO_ASP_WHY_NONE_SPECS={most}; set it higher (e.g. {most * 10}) to look further"
+                f"{head}: no way down ended among the {len(seen)} specs below it reached before the budget "
+                f"MORELLO_ASP_WHY_NONE_SPECS={most} ran out; set it higher (e.g. {most * 10}) to look further"
             )
         if not why:  # only a rule set that loops back to an open spec
             return f"{head}: its rewrites lead back to specs being solved (a rule set that loops)"
