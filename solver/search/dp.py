@@ -523,7 +523,7 @@ class Search:
             why.append(f"every rewrite of {s}{more} exceeds its memory limits ({self._least(s, every)})")
         if not why and queue:  # the budget ran out before a way down ended
             return (
-                f"{head}: no way down ended among the {len(seen)} specs below it reached before the budget "
+                f"{head}: no way down ended among the {len(seen) - 1} specs below it reached before the budget "
                 f"MORELLO_ASP_WHY_NONE_SPECS={most} ran out; set it higher (e.g. {most * 10}) to look further"
             )
         if not why:  # only a rule set that loops back to an open spec
