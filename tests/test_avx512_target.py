@@ -13,6 +13,10 @@ import pytest
 from morello_asp import parse_spec
 from morello_asp.codegen.ctarget import get_ctarget
 from morello_asp.codegen.standalone import build_command
+from morello_asp.errors import ScheduleError
+from morello_asp.solver.memo.table import DictMemo
+from morello_asp.solver.proofs.verify import verify
+from morello_asp.solver.search.dp import Search
 from morello_asp.synthesis import synthesize
 
 SPECS = [
@@ -181,4 +185,28 @@ def test_mixed_precision_specs_have_programs_on_avx512_and_match_numpy_where_the
     if missing:
         pytest.skip(f"this CPU lacks {', '.join(missing)} (/proc/cpuinfo): AVX-512 programs compiled, not run")
     err, tol = imp.compile().check()
+    assert err <= tol
+
+
+def test_the_l2_holds_only_packed_copies():
+    """avx512's model machine (and so the native target on an AVX-512 host) has an L2 for
+    packed panels only (tgt_level_copies_only/1, rules/copy_levels.lp): a cache move of a
+    view into it is not offered, a packing move is, and a program through it runs."""
+    from morello_asp.solver.search.engine import get_engine
+
+    spec = parse_spec("Matmul(64x64x64, f32)", "avx512")
+    into_l2 = [x.action for x in get_engine("avx512").class_expansions(spec) if x.action.name == "move"]
+    into_l2 = [a for a in into_l2 if a.args[1] == "L2"]
+    assert into_l2 and all(a.args[2] != spec.operands[a.args[0]].layout for a in into_l2)
+    small = parse_spec("Matmul(4x4x16, f32)", "avx512")
+    with pytest.raises(ScheduleError, match="does not apply"):
+        small.to_accum().subschedule([1], lambda a: a.move_param(1, "L2"))
+    partial = small.to_accum().subschedule([1], lambda a: a.move_param(1, "L2", "[0, 2, 1, 2 p(16)]"))
+    impl = Search(get_engine("avx512"), DictMemo()).complete(partial)
+    assert impl.cost.peak[3] > 0 and "L2, [0, 2, 1, 2 p(16)]" in str(impl)
+    assert verify(impl).ok
+    missing = get_ctarget("avx512").missing_cpu_flags()
+    if missing:
+        pytest.skip(f"this CPU lacks {', '.join(missing)}: the program is synthesized and proved, not run")
+    err, tol = impl.compile().check()
     assert err <= tol
