@@ -204,6 +204,27 @@ def _bias_add(name, shape, ins, outs):
     return (x + bias[None, :, None, None],)
 
 
+def _max_pool(name, shape, ins, outs):
+    """out[b, c, h, w] = max over fh, fw of img[b, c, S h + fh, S w + fw] (MaxPool, MaxPoolS2, ...)."""
+    m = re.fullmatch(r"MaxPool(?:S(\d))?(?:Accum)?", name)
+    assert m, name
+    s = int(m.group(1) or 1)
+    (img,) = (wide(a, outs[0].dtype) for a in ins)
+    b, c, h, w, fh, fw = shape
+    assert img.shape == (b, c, _extent(h, fh, s, 1), _extent(w, fw, s, 1)), (name, shape, img.shape)
+    out = np.full((b, c, h, w), -np.inf)
+    for i in range(fh):
+        for j in range(fw):
+            out = np.maximum(out, img[:, :, i : i + s * (h - 1) + 1 : s, j : j + s * (w - 1) + 1 : s])
+    return (out,)
+
+
+def _spatial_sum(name, shape, ins, outs):
+    """out[b, c, 0, 0] = sum over h, w of x[b, c, h, w]."""
+    (x,) = (wide(a, outs[0].dtype) for a in ins)
+    return (x.sum(axis=(2, 3), keepdims=True),)
+
+
 # ------------------------------------------------- accumulating variants, by hand
 def _add_old(old: Arrays, new: Arrays) -> Arrays:
     return tuple(o + n for o, n in zip(old, new))
@@ -285,6 +306,8 @@ FAMILIES = [
     Family("MulScalar", _mul_scalar, FLOATS + [("i32",)], dims(17, 17)),
     Family("DivScalar", _div_scalar, FLOATS, dims(17, 17)),
     Family("BiasAdd", _bias_add, FLOATS + [("i32",)], dims(3, 17, 7, 7)),
+    Family(r"MaxPool(S\d)?", _max_pool, FLOATS, dims(2, 5, 5, 5, 3, 3), _max_old),
+    Family("SpatialSum", _spatial_sum, FLOATS, dims(2, 5, 7, 7), _add_old),
 ]
 
 WHERE = (

@@ -188,3 +188,40 @@ def test_conv_attributes_it_cannot_take_are_refused():
         model = _model([node], [("x", [1, 2, 12, 12])], [("y", out)], [w])
         with pytest.raises(ModelError, match=r"^node cv \(Conv\): " + why):
             InferenceSession(model, db=None)
+
+
+def stem_and_head(seed=0):
+    """A ResNet stem and head, tiny: Conv 3x3 stride 2 padding 1 (bias), Relu, MaxPool 3x3
+    stride 2 padding 1, GlobalAveragePool, Flatten, Gemm."""
+    r = np.random.default_rng(seed)
+    nodes = [
+        h.make_node("Conv", ["x", "w", "b"], ["c"], name="stem", kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4),
+        h.make_node("Relu", ["c"], ["r"], name="relu"),
+        h.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4),
+        h.make_node("GlobalAveragePool", ["p"], ["g"], name="gap"),
+        h.make_node("Flatten", ["g"], ["f"], name="flatten"),
+        h.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1),
+    ]
+    inits = [
+        _const("w", r.standard_normal((4, 3, 3, 3))),
+        _const("b", r.standard_normal(4)),
+        _const("fc_w", r.standard_normal((3, 4))),
+        _const("fc_b", r.standard_normal(3)),
+    ]
+    return _model(nodes, [("x", [1, 3, 8, 8])], [("y", [1, 3])], inits)
+
+
+@pytest.mark.slow
+def test_stem_maxpool_and_global_average_pool(db):
+    model = stem_and_head()
+    sess = InferenceSession(model, db=db)
+    _matches(sess, model)
+    plan = {st.nodes[0]: st for st in sess.plan.steps}
+    assert plan["pool"].spec == "MaxPoolS2(1x4x2x2x3x3, f32)" and plan["pool"].pad == (1, 0, 1, 0)
+    assert plan["gap"].spec == "SpatialSum(1x4x2x2, f32)"
+
+
+def test_a_padded_maxpool_not_after_a_relu_is_refused():
+    node = h.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)
+    with pytest.raises(ModelError, match=r"^node mp \(MaxPool\): padding is supported only on a Relu's output"):
+        InferenceSession(_model([node], [("x", [1, 2, 6, 6])], [("y", [1, 2, 3, 3])]), db=None)

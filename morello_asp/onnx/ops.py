@@ -20,7 +20,10 @@ if TYPE_CHECKING:
 
 
 def _flat2(shape: tuple[int, ...]) -> tuple[int, int]:
-    """A tensor as rows x columns: the last dimension against all the others."""
+    """A tensor as rows x columns: the last dimension of size above one against all the
+    others."""
+    while len(shape) > 1 and shape[-1] == 1:
+        shape = shape[:-1]
     if not shape:
         return (1, 1)
     return (prod(shape[:-1]), shape[-1])
@@ -264,6 +267,67 @@ def _conv_kind(imp: Importer, family: str, stride: int, dilation: int) -> str:
     return name
 
 
+def _window(
+    imp: Importer, x: str, out_hw: tuple[int, int], k_hw: tuple[int, int], s: int, d: int, pads: list
+) -> tuple[str, View, tuple[int, int, int, int] | None]:
+    """A windowed op's image (NCHW): the contiguous tensor, the view that crops the rows
+    and columns no output reads (a stride that leaves a remainder), and the zeros
+    (top, bottom, left, right) the padded call writes around it, only those read."""
+    hh, ww = imp.shape(x)[2:]
+    (oh, ow), (fh, fw) = out_hw, k_hw
+    # the image rows the spec reads: S(oh - 1) + D(fh - 1) + 1
+    need_h, need_w = s * (oh - 1) + d * (fh - 1) + 1, s * (ow - 1) + d * (fw - 1) + 1
+    top, left = int(pads[0]), int(pads[1])
+    crop_h, crop_w = min(hh, need_h - top), min(ww, need_w - left)
+    bottom, right = need_h - top - crop_h, need_w - left - crop_w
+    ops: View = [] if (crop_h, crop_w) == (hh, ww) else [("crop", (crop_h, crop_w))]
+    pad = None if (top, bottom, left, right) == (0, 0, 0, 0) else (top, bottom, left, right)
+    return imp.contiguous(x), ops, pad
+
+
+def op_maxpool(imp: Importer, node) -> None:
+    """MaxPool{S}: kernel, strides (equal along h and w), pads; the padded call writes
+    zeros, which a max over ReLU outputs (never below zero) ignores: padding is taken
+    only after a Relu."""
+    (x,) = _inputs(imp, node, 1)[:1]
+    if len([o for o in node.output if o]) > 1:
+        raise imp.fail("the Indices output is not supported")
+    out, oshape = _out(imp, node)
+    if len(imp.shape(x)) != 4:
+        raise imp.fail("only 2-D pooling (NCHW input) is supported")
+    kh, kw = imp.attr("kernel_shape")
+    strides = list(imp.attr("strides", [1, 1]))
+    if strides[0] != strides[1] or list(imp.attr("dilations", [1, 1])) != [1, 1]:
+        raise imp.fail(f"strides {strides} must be equal along h and w, dilations 1")
+    if imp.attr("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        raise imp.fail("auto_pad is not supported (export with explicit pads)")
+    kind = f"MaxPool{'S' + str(strides[0]) if strides[0] > 1 else ''}"
+    if kind not in all_kinds():
+        raise imp.fail(f"stride {strides[0]}: no kind {kind} is declared (encodings/kinds/pool.lp)")
+    pads = list(imp.attr("pads", [0, 0, 0, 0]))
+    img, ops, pad = _window(imp, x, (oshape[2], oshape[3]), (kh, kw), strides[0], 1, pads)
+    producer = imp.producer.get(x)
+    if pad is not None and (producer is None or producer.kind != "relu"):
+        raise imp.fail("padding is supported only on a Relu's output (the padded call writes zeros, not -inf)")
+    b, c, oh, ow = oshape
+    spec = f"{kind}({dims_text((b, c, oh, ow, kh, kw))}, f32)"
+    imp.produce(Step([], [], out, oshape, spec=spec, args=[Arg(tensor=img, ops=ops)], kind="pool", pad=pad))
+
+
+def op_global_average_pool(imp: Importer, node) -> None:
+    """SpatialSum (one sum per channel), then MulScalar by 1 / (h w)."""
+    (x,) = _inputs(imp, node, 1)[:1]
+    out, oshape = _out(imp, node)
+    xs = imp.shape(x)
+    if len(xs) != 4:
+        raise imp.fail("only NCHW input is supported")
+    total = imp.fresh(out)
+    imp.shapes[total] = oshape
+    args = [imp.operand(x, xs)]
+    imp.produce(Step([], [], total, oshape, spec=f"SpatialSum({dims_text(xs)}, f32)", args=args, kind="sum"))
+    _scale(imp, total, out, 1.0 / (xs[2] * xs[3]), "mul")
+
+
 def op_conv(imp: Importer, node) -> None:
     """NCHW image, OIHW filters: the declared conv kinds' logical order, row-major.
     strides/dilations (equal along h and w) and group pick the kind (Conv, ConvS2, ...,
@@ -290,13 +354,7 @@ def op_conv(imp: Importer, node) -> None:
     b, c, hh, ww = xs
     f, cg, fh, fw = wv.shape
     oh, ow = oshape[2], oshape[3]
-    # the image rows the spec reads: S(oh - 1) + D(fh - 1) + 1 (a remainder is cropped)
-    need_h, need_w = s * (oh - 1) + d * (fh - 1) + 1, s * (ow - 1) + d * (fw - 1) + 1
-    top, left = int(pads[0]), int(pads[1])
-    crop_h, crop_w = min(hh, need_h - top), min(ww, need_w - left)
-    bottom, right = need_h - top - crop_h, need_w - left - crop_w
-    img = imp.contiguous(x)
-    ops: View = [] if (crop_h, crop_w) == (hh, ww) else [("crop", (crop_h, crop_w))]
+    img, ops, pad = _window(imp, x, (oh, ow), (fh, fw), s, d, pads)
     if group == 1:
         kind = _conv_kind(imp, "Conv", s, d)
         dims: tuple[int, ...] = (b, f, c, oh, ow, fh, fw)
@@ -310,14 +368,18 @@ def op_conv(imp: Importer, node) -> None:
         g = group
         dims = (b, g, f // g, cg, oh, ow, fh, fw)
         filt = wv.reshape(g, f // g, cg, fh, fw)
-        ops = [*ops, ("reshape", (b, g, cg, crop_h, crop_w))]
-    pad = None if (top, bottom, left, right) == (0, 0, 0, 0) else (top, bottom, left, right)
+        hw = ops[0][1] if ops else (hh, ww)  # the image after its crop: channels split, a view
+        ops = [*ops, ("reshape", (b, g, cg, *hw))]
     args = [Arg(tensor=img, ops=ops), Arg(const=np.ascontiguousarray(filt))]
     conv_out = out if len(ins) < 3 else imp.fresh(out)
     imp.shapes[conv_out] = oshape
     imp.produce(Step([], [], conv_out, oshape, spec=f"{kind}({dims_text(dims)}, f32)", args=args, kind="conv", pad=pad))
-    if len(ins) > 2:
-        _add(imp, conv_out, ins[2], out)
+    if len(ins) > 2:  # the bias, one value per output channel (axis 1)
+        if not imp.is_const(ins[2]):
+            raise imp.fail("the bias must be a constant (an initializer)")
+        bias = imp.fresh(ins[2])
+        imp.consts[bias] = imp.const(ins[2]).reshape(-1, 1, 1)
+        _add(imp, conv_out, bias, out)
 
 
 def op_batchnorm(imp: Importer, node) -> None:
@@ -405,8 +467,10 @@ OPS: dict[str, Callable[[Importer, Any], None]] = {
     "Dropout": op_reshape,  # inference: the identity
     "Flatten": op_reshape,
     "Gemm": op_gemm,
+    "GlobalAveragePool": op_global_average_pool,
     "Identity": op_reshape,
     "MatMul": op_matmul,
+    "MaxPool": op_maxpool,
     "Mul": op_mul,
     "Relu": op_relu,
     "Reshape": op_reshape,
