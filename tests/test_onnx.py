@@ -29,6 +29,14 @@ def db(tmp_path_factory):
     return str(tmp_path_factory.mktemp("onnx") / "model.db")
 
 
+def _plan_of_matching(model, db) -> dict:
+    """A session of the model that matches onnxruntime; its steps by first node."""
+    sess = InferenceSession(model, db=db)
+    _matches(sess, model)
+    assert sess.intermediate_bytes <= sess.unplanned_bytes
+    return {st.nodes[0]: st for st in sess.plan.steps}
+
+
 def _matches(sess, model, seed=0):
     feed = random_feed(sess, seed)
     got = sess.run(None, feed)
@@ -164,17 +172,13 @@ def test_cli_prints_the_plan_and_checks(tmp_path, db):
 
 @pytest.mark.slow
 def test_resnet_bottleneck_block_matches_onnxruntime(db):
-    model = bottleneck()
-    sess = InferenceSession(model, db=db)
-    _matches(sess, model)
-    plan = {st.nodes[0]: st for st in sess.plan.steps}
+    plan = _plan_of_matching(bottleneck(), db)
     # padding 1 on a 6x6 image: the 3x3 output reads a 7x7 one, so the bottom and right
     # zeros ONNX names are never read: (top, bottom, left, right) = (1, 0, 1, 0)
     assert plan["c2"].spec == "ConvS2(1x4x4x3x3x3x3, f32)" and plan["c2"].pad == (1, 0, 1, 0)
     assert plan["down"].spec == "ConvS2(1x8x4x3x3x1x1, f32)"  # a 6x6 image: its last row and column cropped
     assert plan["down"].args[0].ops == [("crop", (5, 5))]
     assert plan["residual"].spec == "ElementwiseAdd(24x3, f32)"  # reads c3's tensor, computed before
-    assert sess.intermediate_bytes < sess.unplanned_bytes
 
 
 def test_conv_attributes_it_cannot_take_are_refused():
@@ -213,10 +217,7 @@ def stem_and_head(seed=0):
 
 @pytest.mark.slow
 def test_stem_maxpool_and_global_average_pool(db):
-    model = stem_and_head()
-    sess = InferenceSession(model, db=db)
-    _matches(sess, model)
-    plan = {st.nodes[0]: st for st in sess.plan.steps}
+    plan = _plan_of_matching(stem_and_head(), db)
     assert plan["pool"].spec == "MaxPoolS2(1x4x2x2x3x3, f32)" and plan["pool"].pad == (1, 0, 1, 0)
     assert plan["gap"].spec == "SpatialSum(1x4x2x2, f32)"
 
