@@ -226,3 +226,24 @@ def test_a_padded_maxpool_not_after_a_relu_is_refused():
     node = h.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)
     with pytest.raises(ModelError, match=r"^node mp \(MaxPool\): padding is supported only on a Relu's output"):
         InferenceSession(_model([node], [("x", [1, 2, 6, 6])], [("y", [1, 2, 3, 3])]), db=None)
+
+
+def test_batched_matmuls(db):
+    """A weight shared by every batch (folded into the rows: Matmul(1x8x8x16)), then a
+    batched product of two activations, one transposed (its col_major rhs), and a
+    Reshape of the result."""
+    r = np.random.default_rng(5)
+    nodes = [
+        h.make_node("MatMul", ["x", "W"], ["q"], name="proj"),
+        h.make_node("Transpose", ["q"], ["qt"], name="qt", perm=[0, 2, 1]),
+        h.make_node("MatMul", ["q", "qt"], ["s"], name="gram"),
+        h.make_node("Reshape", ["s", "shape"], ["y"], name="flat"),
+    ]
+    shape = onnx.numpy_helper.from_array(np.array([2, 16], np.int64), "shape")
+    model = _model(nodes, [("x", [2, 4, 8])], [("y", [2, 16])], [_const("W", r.standard_normal((8, 16))), shape])
+    sess = InferenceSession(model, db=db)
+    _matches(sess, model)
+    plan = {st.nodes[0]: st for st in sess.plan.steps}
+    assert plan["proj"].spec == "Matmul(1x8x8x16, f32)"
+    assert plan["gram"].spec == "Matmul(2x4x16x4, f32)" and plan["gram"].layouts == {1: "col_major"}
+    assert plan["flat"].spec is None  # a view
