@@ -227,3 +227,28 @@ def test_network_suite_rows_are_checked_and_timed(benchmark_script, tmp_path, ca
         assert "torch is not installed" in out
     else:
         assert all(r.vs_torch and r.vs_torch_call for r in rows) and "geometric mean of call / torch" in out
+
+
+@pytest.mark.slow  # the search: ~1-4 min (a fused pipeline over a channels-last conv)
+def test_padded_channels_last_conv_with_bias_and_relu():
+    """The layer issue 60 imports: Compose((Relu, BiasAdd, Conv)) over channels-last
+    tensors, called through fn.padded(1) on an unpadded image (the Compose's image is its
+    windowed operand), against relu(conv2d(x, w, padding=1) + bias)."""
+    text = (
+        "Compose((Relu, BiasAdd, Conv), [(8, f32, GL, row_major), (1x4x6x6, f32, GL, [0, 2, 3, 1]), "
+        "(8x4x3x3, f32, GL, [2, 3, 1, 0]), out=(1x8x4x4, f32, GL, [0, 2, 3, 1])], serial)"
+    )
+    fn = synthesize(text).compile()
+    padded = fn.padded(1)
+    assert padded.borders == {1: {2: (1, 1), 3: (1, 1)}}
+    err, tol = padded.check(seed=3)
+    assert err <= tol
+    rng = np.random.default_rng(8)
+    bias = rng.random(8, dtype=np.float32) - 0.5
+    x = rng.random((1, 4, 4, 4), dtype=np.float32) - 0.5
+    filt = rng.random((8, 4, 3, 3), dtype=np.float32) - 0.5
+    conv = np.einsum(
+        "bchwij,fcij->bfhw", windows(np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)]), 3, 3), filt.astype(np.float64)
+    )
+    want = np.maximum(conv + bias[None, :, None, None], 0)
+    np.testing.assert_allclose(padded(bias, x, filt), want, rtol=1e-4, atol=1e-4)
