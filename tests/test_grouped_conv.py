@@ -181,6 +181,18 @@ def test_pad_on_the_command_line_is_one_line_with_exit_status_2(pad, why):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and why in r.stderr, r.stderr
 
 
+def bias_relu_case(f: int, img_shape: tuple[int, ...], seed: int, pad: int = 0):
+    """Random bias, image and 3x3 filters for f output channels, and relu(conv2d(img, filters,
+    padding=pad) + bias) in float64."""
+    rng = np.random.default_rng(seed)
+    bias = rng.random(f, dtype=np.float32) - 0.5
+    img = rng.random(img_shape, dtype=np.float32) - 0.5
+    filt = rng.random((f, img_shape[1], 3, 3), dtype=np.float32) - 0.5
+    bordered = np.pad(img, [(0, 0), (0, 0), (pad, pad), (pad, pad)])
+    conv = np.einsum("bchwij,fcij->bfhw", windows(bordered, 3, 3), filt.astype(np.float64))
+    return (bias, img, filt), np.maximum(conv + bias[None, :, None, None], 0)
+
+
 @pytest.mark.slow  # the search: ~60 s on idle cores
 def test_bias_relu_epilogue_after_a_conv_is_synthesized_and_matches():
     """Compose((Relu, BiasAdd, Conv)): relu(conv(img, filters) + bias) as one spec, run
@@ -190,12 +202,7 @@ def test_bias_relu_epilogue_after_a_conv_is_synthesized_and_matches():
     fn = imp.compile()
     err, tol = fn.check(seed=2)
     assert err <= tol
-    rng = np.random.default_rng(7)
-    bias = rng.random(4, dtype=np.float32) - 0.5
-    img = rng.random((1, 3, 5, 5), dtype=np.float32) - 0.5
-    filt = rng.random((4, 3, 3, 3), dtype=np.float32) - 0.5
-    conv = np.einsum("bchwij,fcij->bfhw", windows(img, 3, 3), filt.astype(np.float64))
-    want = np.maximum(conv + bias[None, :, None, None], 0)
+    (bias, img, filt), want = bias_relu_case(4, (1, 3, 5, 5), seed=7)
     got = fn(bias, img, filt)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     assert (got == 0).any() and (got > 0).any()  # the relu did something either way
@@ -243,12 +250,5 @@ def test_padded_channels_last_conv_with_bias_and_relu():
     assert padded.borders == {1: {2: (1, 1), 3: (1, 1)}}
     err, tol = padded.check(seed=3)
     assert err <= tol
-    rng = np.random.default_rng(8)
-    bias = rng.random(8, dtype=np.float32) - 0.5
-    x = rng.random((1, 4, 4, 4), dtype=np.float32) - 0.5
-    filt = rng.random((8, 4, 3, 3), dtype=np.float32) - 0.5
-    conv = np.einsum(
-        "bchwij,fcij->bfhw", windows(np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)]), 3, 3), filt.astype(np.float64)
-    )
-    want = np.maximum(conv + bias[None, :, None, None], 0)
+    (bias, x, filt), want = bias_relu_case(8, (1, 4, 4, 4), seed=8, pad=1)
     np.testing.assert_allclose(padded(bias, x, filt), want, rtol=1e-4, atol=1e-4)
