@@ -168,6 +168,15 @@ def test_padded_call_refuses_a_wrong_shape_and_too_much_padding():
     assert err <= tol
 
 
+def test_run_pads_a_saved_or_synthesized_convolution_on_the_command_line():
+    r = subprocess.run(
+        [sys.executable, "-m", "morello_asp.cli", "run", "Conv(1x2x2x2x2x2x2, f32)", "--pad", "1,0"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0 and "(inputs padded by 1, 0 with zeros)" in r.stdout and "OK" in r.stdout, r.stderr
+
+
 @pytest.mark.parametrize(
     "pad, why",
     [("1", "no operand has a windowed dimension"), ("-1", "--pad"), ("1,x", "expected a number of zeros")],

@@ -48,6 +48,12 @@ def shape(text: str) -> tuple[int, ...]:
     return dims
 
 
+def pad_list(text: str) -> tuple[int, ...]:
+    """An argparse type: --pad's whole numbers of zeros, comma-separated (synth, run)."""
+    parse = int_range(0, None, "a number of zeros")
+    return tuple(parse(x) for x in text.split(","))
+
+
 def output_file(what: str = "output file"):
     """An argparse type: a path a file can be written to (its directory exists)."""
 

@@ -12,6 +12,7 @@ from morello_asp.cli.args import (
     add_target_option,
     check_logic_inputs,
     int_range,
+    pad_list,
     program_file,
 )
 from morello_asp.codegen.ctarget import get_ctarget
@@ -56,10 +57,12 @@ def _run(args):
     if args.show_c:
         print(imp.to_c(rules))
     fn = imp.compile(rules)
-    err, tol = fn.check(args.seed)
+    pad = args.pad
+    err, tol = (fn.padded(pad[0] if len(pad) == 1 else pad) if pad else fn).check(args.seed)
     ok = err <= tol
     print(f"{imp.spec}")
-    print(f"max |error| vs numpy = {err:.3g} (tolerance {tol:.3g}): {'OK' if ok else 'MISMATCH'}")
+    pads = f" (inputs padded by {', '.join(map(str, pad))} with zeros)" if pad else ""
+    print(f"max |error| vs numpy{pads} = {err:.3g} (tolerance {tol:.3g}): {'OK' if ok else 'MISMATCH'}")
     return 0 if ok else 1
 
 
@@ -133,6 +136,12 @@ def register(sub):
         if name == "run":
             p.add_argument("--seed", type=int_range(0, 2**32 - 1, "a random seed"), default=0)
             p.add_argument("--show-c", action="store_true", help="print the generated C first")
+            p.add_argument(
+                "--pad",
+                type=pad_list,
+                metavar="P[,P...]",
+                help="call the program on inputs without their zero border, as synth --pad does",
+            )
         else:
             p.add_argument("--reps", type=int_range(1, 10**6, "a number of repetitions"), default=7)
         p.set_defaults(func=fn)

@@ -7,7 +7,14 @@ import sys
 import time
 from pathlib import Path
 
-from morello_asp.cli.args import add_rules_option, add_target_option, check_logic_inputs, int_range, output_file
+from morello_asp.cli.args import (
+    add_rules_option,
+    add_target_option,
+    check_logic_inputs,
+    int_range,
+    output_file,
+    pad_list,
+)
 from morello_asp.codegen.baseline import numpy_expression, numpy_seconds, time_python
 from morello_asp.errors import CodegenError, MemoError, MorelloError
 from morello_asp.graph import compose_graph, write_graph
@@ -176,12 +183,6 @@ def _run_and_bench(imp, args, fn):
             )
             print(f"ratio (numpy time / ours): {ratio(t)}")
     return 0
-
-
-def pad_list(text: str) -> tuple[int, ...]:
-    """--pad's value: whole numbers of zeros, comma-separated."""
-    parse = int_range(0, None, "a number of zeros")
-    return tuple(parse(x) for x in text.split(","))
 
 
 def _synth(args):
