@@ -129,7 +129,7 @@ MATMUL_DTYPES = [
 def _family(name: str) -> str:
     if name.startswith("Matmul"):
         return "matmul"
-    if name.startswith("Conv"):
+    if "Conv" in name:  # Conv, ConvS2D2, DepthwiseConv, GroupConvS2, their Accum variants
         return "conv"
     if name.startswith(("Softmax", "Max")):
         return "softmax"
@@ -159,7 +159,7 @@ def _layouts(draw, kind: str, ranks: list[int], shapes: list[tuple[int, ...]], v
     out = []
     for i, (r, shp) in enumerate(zip(ranks, shapes)):
         opts = ["row_major"] + (["col_major"] if r >= 2 else [])
-        if kind.startswith("Conv") and r == 4:
+        if "Conv" in kind and r == 4:
             opts.append("[2, 3, 1, 0]" if i == 1 else "[0, 2, 3, 1]")  # channels-last
         if kind.startswith("Matmul") and i == 1 and r == 3 and shp[2] % vs == 0:
             opts.append(f"[0, 2, 1, 2 p({vs})]")  # panels of the rhs
@@ -195,10 +195,10 @@ def cases(
         base = draw(st.sampled_from(sorted({re.sub(r"\d+$", "", n) for n in names})))
         name = draw(st.sampled_from([n for n in names if re.sub(r"\d+$", "", n) == base]))
         kind = all_kinds()[name]
-        if kind.dims and name.startswith("Conv"):
-            # b, f, c, h, w, fh, fw
-            caps = [2, 2 * vs + 1, 2 * vs + 1, 7, 7, 3, 3]
-            shape = draw(_dims(caps, sizes, max_volume))
+        if kind.dims and "Conv" in name:
+            # by dimension name: b, g, f, c, h, w, fh, fw (a depthwise conv has no f, a plain one no g)
+            cap = {"b": 2, "g": 3, "f": 2 * vs + 1, "c": 2 * vs + 1, "h": 7, "w": 7, "fh": 3, "fw": 3}
+            shape = draw(_dims([cap[d] for d in kind.dims], sizes, max_volume))
         elif kind.dims:
             caps = [3] + [3 * vs] * (len(kind.dims) - 1)
             shape = draw(_dims(caps, sizes, max_volume))
