@@ -261,3 +261,25 @@ def test_padded_channels_last_conv_with_bias_and_relu():
     assert err <= tol
     (bias, x, filt), want = bias_relu_case(8, (1, 4, 4, 4), seed=8, pad=1)
     np.testing.assert_allclose(padded(bias, x, filt), want, rtol=1e-4, atol=1e-4)
+
+
+def test_network_suites_describe_the_networks_layers(benchmark_script, monkeypatch):
+    """Every layer of benchmarks/conv.py's resnet50 and mobilenetv2 suites is a spec whose
+    image is what torch reads of its padded input: torch's output size
+    (H + 2p - fh) / S + 1 is the spec's, and the zeros after the input (the image less
+    the input and the zeros before it) are at most p (at -1, the last row is read by no
+    output and is cropped)."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    monkeypatch.setattr(sys, "argv", ["conv.py", "--hold-back"])
+    conv = benchmark_script("conv")
+    assert (len(conv.RESNET50), len(conv.MOBILENETV2)) == (23, 30)
+    assert sum(x.depthwise for x in conv.MOBILENETV2) == 10
+    for layer in conv.RESNET50 + conv.MOBILENETV2:
+        spec = parse_spec(layer.spec_text)
+        _, f, c, h, w, fh, fw = layer.channels
+        img = spec.operand_shapes[0]
+        assert img[-2:] == (layer.image, layer.image) and h == w and fh == fw, layer.name
+        n, p, s = layer.torch_input, layer.pad, layer.stride
+        assert (n + 2 * p - fh) // s + 1 == h, layer.name
+        assert -1 <= layer.image - n - p <= p, layer.name
+        assert spec.operand_shapes[-1] == ((1, c, h, w) if layer.depthwise else (1, f, h, w))
