@@ -23,6 +23,8 @@ kinds and stages seen.
 from __future__ import annotations
 
 import argparse
+import gc
+import os
 import re
 import sys
 import time
@@ -42,7 +44,7 @@ from morello_asp.rewrites import node_from_expansion
 from morello_asp.solver.memo.table import DictMemo
 from morello_asp.solver.proofs.verify import verify
 from morello_asp.solver.search.dp import Search
-from morello_asp.solver.search.engine import get_engine
+from morello_asp.solver.search.engine import drop_engines, get_engine
 from morello_asp.spec import Spec, parse_spec
 from morello_asp.target import get_target
 
@@ -366,8 +368,11 @@ def fuzz(
     per_round: int = 25,
     families: tuple[str, ...] = FAMILIES,
     out=sys.stdout,
+    max_memory: float = 2048,
 ) -> Counter:
-    """Fuzz for `minutes`, in rounds of `per_round` hypothesis examples; returns the counts."""
+    """Fuzz for `minutes`, in rounds of `per_round` hypothesis examples; returns the counts.
+    After a round that leaves the process above `max_memory` MiB, the shared searches and
+    engines are dropped (counted as memory resets)."""
     t0 = time.monotonic()
     stop = t0 + minutes * 60
     counts: Counter = Counter()
@@ -421,6 +426,9 @@ def fuzz(
             if save is not None and save_regression(o.case, save):
                 print(f"  saved to {save}", file=out, flush=True)
         rnd += 1
+        if _rss_mb() > max_memory:  # the shared searches and engines grow with every case
+            _forget()
+            counts["memory resets"] += 1
         now = time.monotonic()
         if now - last_report > 60 or now >= stop:
             last_report = now
@@ -431,6 +439,25 @@ def fuzz(
     print("slowest:", "; ".join(f"{t:.0f} s {line}" for t, line in slow), file=out)
     print("total: " + _counts_line(counts), file=out, flush=True)
     return counts
+
+
+def _rss_mb() -> float:
+    """This process's resident memory in MiB (0 where /proc is missing)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _forget() -> None:
+    """Drop the shared searches and every cached engine, and collect: a run of hours
+    grew to 4.3 GB and the kernel's OOM killer ended it (2026-11-29). Cases after it
+    search from empty tables again."""
+    _SEARCHES.clear()
+    drop_engines()
+    gc.unfreeze()  # the search freezes what it keeps (dp._freeze_gc); thaw it so it can go
+    gc.collect()
 
 
 def _why(case: Case, detail: str) -> str:
@@ -444,7 +471,7 @@ def _why(case: Case, detail: str) -> str:
 
 
 def _counts_line(c: Counter) -> str:
-    keys = ["specs tried", "programs", "ok", "infeasible", "fail", "failures (minimal cases)"]
+    keys = ["specs tried", "programs", "ok", "infeasible", "fail", "failures (minimal cases)", "memory resets"]
     return ", ".join(f"{k} {c.get(k, 0)}" for k in keys)
 
 
@@ -456,11 +483,18 @@ def main(argv=None) -> int:
     ap.add_argument("--max-volume", type=int, default=4096, help="points of a spec at most (default 4096)")
     ap.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES), help="kinds to draw from")
     ap.add_argument("--no-save", action="store_true", help="do not append failures to the regression file")
+    ap.add_argument(
+        "--max-memory",
+        type=float,
+        default=2048,
+        help="MiB of resident memory after which the shared searches are dropped (default 2048)",
+    )
     args = ap.parse_args(argv)
     targets = tuple(args.targets or host_targets())
     print(f"fuzzing {args.minutes} min on {', '.join(targets)}, seed {args.seed}", flush=True)
     save = None if args.no_save else REGRESSIONS
-    c = fuzz(args.minutes, targets, args.seed, args.max_volume, save, families=tuple(args.families))
+    families = tuple(args.families)
+    c = fuzz(args.minutes, targets, args.seed, args.max_volume, save, families=families, max_memory=args.max_memory)
     return 1 if c.get("failures (minimal cases)") else 0
 
 

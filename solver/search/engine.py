@@ -460,6 +460,13 @@ class Engine:
 _ENGINES: dict = {}
 
 
+def drop_engines() -> None:
+    """Forget every engine get_engine keeps (and the expansions each caches), so a
+    long-running process (benchmarks/fuzz.py) bounds its memory; the next get_engine
+    builds a new one."""
+    _ENGINES.clear()
+
+
 def get_engine(target: str | Target | None = None, rules: tuple = ()) -> Engine:
     """One engine per target (by its files) and rule files, kept for the process."""
     tgt = as_target(target)
