@@ -115,6 +115,22 @@ def _group_conv(name, shape, ins, outs):
     return (np.stack(per, axis=1),)
 
 
+def _max_pool(name, shape, ins, outs):
+    """out[b, c, h, w] = max over fh, fw of img[b, c, S h + fh, S w + fw]."""
+    s = int(re.fullmatch(r"MaxPool(?:S(\d))?(?:Accum)?", name).group(1) or 1)  # type: ignore[union-attr]
+    (img,) = (wide(a, outs[0].dtype) for a in ins)
+    b, c, h, w, fh, fw = shape
+    assert img.shape == (b, c, _extent(h, fh, s, 1), _extent(w, fw, s, 1)), (name, shape, img.shape)
+    wins = [img[:, :, i : i + s * (h - 1) + 1 : s, j : j + s * (w - 1) + 1 : s] for i in range(fh) for j in range(fw)]
+    return (np.max(np.stack(wins), axis=0),)
+
+
+def _spatial_sum(name, shape, ins, outs):
+    """out[b, c, 0, 0] = sum over h, w of x[b, c, h, w]."""
+    (x,) = (wide(a, outs[0].dtype) for a in ins)
+    return (x.sum(axis=(2, 3), keepdims=True),)
+
+
 def _softmax(name, shape, ins, outs):
     (x,) = (wide(a, outs[0].dtype) for a in ins)
     e = np.exp(x - x.max(axis=_axis(name), keepdims=True))
@@ -281,6 +297,8 @@ FAMILIES = [
     Family(r"Conv(S\d)?(D\d)?", _conv, PRODUCTS, dims(2, 5, 5, 5, 5, 3, 3), _add_old),
     Family(r"DepthwiseConv(S\d)?(D\d)?", _depthwise, PRODUCTS[:2], dims(2, 5, 5, 5, 3, 3), _add_old),
     Family(r"GroupConv(S\d)?(D\d)?", _group_conv, PRODUCTS[:2], dims(2, 3, 3, 3, 5, 5, 3, 3), _add_old),
+    Family(r"MaxPool(S\d)?", _max_pool, FLOATS + [("i32",)], dims(2, 5, 5, 5, 3, 3), _max_old),
+    Family("SpatialSum", _spatial_sum, FLOATS + [("i32",)], dims(2, 5, 7, 7), _add_old),
     Family(r"Softmax\d", _softmax, FLOATS, any_rank(1), rank_from_name=True),
     Family(r"Max\d", _max, EVERY, any_rank(1), _max_old, rank_from_name=True),
     Family(r"SoftmaxDenominator\d", _denominator, FLOATS, any_rank(1), _add_old, rank_from_name=True),
@@ -394,6 +412,14 @@ def _torch_denominator_and_max(name, shape, ins, outs):
     return m.numpy(), torch.logsumexp(x - m, dim=_axis(name), keepdim=True).exp().numpy()
 
 
+def _torch_max_pool(name, shape, ins, outs):
+    import torch
+
+    s = int(re.fullmatch(r"MaxPool(?:S(\d))?", name).group(1) or 1)  # type: ignore[union-attr]
+    (img,) = (torch.from_numpy(wide(a, outs[0].dtype).astype(np.float64)) for a in ins)
+    return (torch.nn.functional.max_pool2d(img, kernel_size=shape[4:], stride=s).numpy(),)
+
+
 # Families with a torch version (float64 in torch, on float dtypes): Matmul's and the
 # convolutions' integer dtypes are exact in float64 at these sizes too.
 TORCH = {
@@ -402,6 +428,7 @@ TORCH = {
     r"DepthwiseConv(S\d)?(D\d)?": _torch_depthwise,
     r"GroupConv(S\d)?(D\d)?": _torch_group_conv,
     r"Softmax\d": _torch_softmax,
+    r"MaxPool(S\d)?": _torch_max_pool,
     r"SoftmaxDenominatorAndMax\d": _torch_denominator_and_max,
 }
 
