@@ -40,7 +40,7 @@ exit status:
 
 environment:
   MORELLO_ASP_JOBS=N              clingo worker processes (default: one per core, up to 8)
-  MORELLO_ASP_GROUND_TIMEOUT=S    time limit of one clingo call in seconds (default 60,
+  MORELLO_ASP_GROUND_TIMEOUT=S    time limit of one clingo call in CPU seconds (default 60,
                                   plus 0.1% per spec of a batch)
   MORELLO_ASP_WHY_NONE_SPECS=N    specs looked at to say why a spec has no implementation
                                   (default 2000)

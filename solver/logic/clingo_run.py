@@ -215,7 +215,7 @@ def _timeout_error(files, nspecs: int, limit: float) -> RuleError:
     )
     batch = f" with a batch of {nspecs} spec{'s' if nspecs > 1 else ''}" if nspecs else ""
     return RuleError(
-        f"grounding {where}{batch} did not finish in {limit:.0f} s: a rule that derives ever larger "
+        f"grounding {where}{batch} did not finish in {limit:.0f} s of CPU time: a rule that derives ever larger "
         f"terms (such as n(X+1) :- n(X).) grounds for ever; set MORELLO_ASP_GROUND_TIMEOUT=SECONDS "
         f"to allow longer"
     )
@@ -297,13 +297,39 @@ def _worker_main(conn, parent: int) -> None:
             os._exit(0)
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """CPU seconds process `pid` has used (user + system, /proc), None where unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _answered(w: _Worker, limit: float) -> bool:
+    """Wait for worker `w`'s answer until the call has used `limit` seconds of the worker's
+    CPU: a rule that grounds for ever burns CPU, while a machine busy with other work only
+    slows a call (measured by the clock, a loaded machine's calls timed out with a message
+    blaming the rules). Where /proc cannot say, `limit` seconds by the clock."""
+    start = cpu_seconds(w.proc.pid)
+    if start is None:
+        return w.conn.poll(limit)
+    while not w.conn.poll(1.0):
+        used = cpu_seconds(w.proc.pid)
+        if used is None:  # the worker is gone: its pipe's end says so to the caller
+            return True
+        if used - start >= limit:
+            return False
+    return True
+
+
 def _serve(w: _Worker, call) -> None:
     """In a thread: run calls on worker `w` until none is waiting."""
     while call is not None:
         files, facts, n, fut, limit = call
         try:
             w.conn.send((files, facts, n))
-            if not w.conn.poll(limit):
+            if not _answered(w, limit):
                 shutdown(_timeout_error(files, n, limit))  # the stuck worker cannot be stopped otherwise
                 _set(fut, exc=w.error)
                 w.conn.close()
