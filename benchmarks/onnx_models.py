@@ -39,7 +39,7 @@ class Case:
 CASES = [
     Case("attention s=128 d=64", lambda: attention(s=128, d=64)),
     Case("attention s=256 d=64", lambda: attention(s=256, d=64)),
-    Case("bottleneck 64-32-128 28x28 (stride 2)", lambda: bottleneck(cin=64, cmid=32, cout=128, hw=28)),
+    Case("bottleneck 16-8-32 14x14 (stride 2)", lambda: bottleneck(cin=16, cmid=8, cout=32, hw=14)),
 ]
 
 
