@@ -17,7 +17,7 @@ tests/fixtures/fuzz_regressions.txt, which tests/test_fuzz.py replays.
 
 prints, per minute and at the end: specs tried, programs run, infeasible specs (no
 implementation under their random memory limits), failures (minimal cases), and the
-kinds and stages seen.
+kinds and stages seen. Long runs' counts are recorded in docs/results/fuzz.md.
 """
 
 from __future__ import annotations
