@@ -19,12 +19,11 @@ import numpy as np
 
 from morello_asp.codegen import fastcall
 from morello_asp.codegen.build import build
-from morello_asp.codegen.calling import (  # noqa: F401 (max_error, per_call: this module's public names too)
+from morello_asp.codegen.calling import (  # noqa: F401 (per_call: this module's public name too)
     BenchResult,
     Callable,
     bench_operands,
     loadable,
-    max_error,
     per_call,
 )
 from morello_asp.codegen.convert import dense_order, from_buffer, to_buffer
@@ -41,7 +40,7 @@ from morello_asp.codegen.emit import (
     signature,
 )
 from morello_asp.codegen.emitter import inputs_of, param_names
-from morello_asp.codegen.reference import flops
+from morello_asp.codegen.reference import flops, max_error  # noqa: F401 (max_error: this module's public name too)
 from morello_asp.codegen.standalone import StandaloneProgram
 from morello_asp.errors import CodegenError
 from morello_asp.ir import Impl

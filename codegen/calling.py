@@ -9,19 +9,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from morello_asp.codegen.convert import as_array
 from morello_asp.codegen.ctarget import CTarget
 from morello_asp.codegen.emitter import inputs_of
-from morello_asp.codegen.reference import random_operands, reference, tolerance
+from morello_asp.codegen.padding import Padded
+from morello_asp.codegen.reference import check_call, random_operands, reference
 from morello_asp.errors import CodegenError
 from morello_asp.spec import Spec
-
-
-def max_error(got: np.ndarray, want: np.ndarray) -> float:
-    """Largest |got - want|, equal values (infinities included: FillNegInf) counting 0."""
-    g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    with np.errstate(invalid="ignore"):
-        diff = np.where(g == w, 0.0, np.abs(g - w))
-    return float(np.nan_to_num(diff, nan=np.inf).max(initial=0.0))
 
 
 def per_call(seconds: float) -> str:
@@ -59,36 +53,6 @@ def loadable(ct: CTarget) -> CTarget:
 
 
 # DLPack device types (dlpack.h's DLDeviceType) a user may hand us, for the refusal message
-_DEVICES = {1: "cpu", 2: "cuda", 3: "cuda_host", 4: "opencl", 7: "vulkan", 8: "metal", 10: "rocm", 14: "oneapi"}
-
-
-def as_array(x, what: str) -> np.ndarray:
-    """`x` as a numpy array sharing its memory where it has any: an ndarray as is; a
-    DLPack producer (torch CPU tensors, jax and cupy arrays, ...) through np.from_dlpack;
-    anything with `__array_interface__`, `__array__` or the buffer protocol through
-    np.asarray. A tensor on another device is refused, naming the device."""
-    if isinstance(x, np.ndarray):
-        return x
-    device = getattr(x, "__dlpack_device__", None)
-    if device is not None:
-        try:
-            kind = int(device()[0])
-        except Exception as e:  # a producer's own error, whatever its class
-            raise CodegenError(f"{what}: cannot ask {type(x).__name__} for its device ({e})") from None
-        if kind != 1:
-            raise CodegenError(
-                f"{what} is on device {_DEVICES.get(kind, kind)}; programs run on the CPU (copy it there first)"
-            )
-        try:
-            return np.from_dlpack(x)
-        except (BufferError, TypeError, RuntimeError, ValueError):
-            pass  # e.g. a dtype DLPack cannot carry: try numpy's other protocols
-    try:
-        return np.asarray(x)
-    except Exception as e:
-        raise CodegenError(f"{what}: cannot read a {type(x).__name__} as an array ({e})") from None
-
-
 class Callable:
     """What every compiled program does the same way, however it runs: take inputs in
     logical shape (checked against the spec), return the output(s) or write them into
@@ -170,26 +134,12 @@ class Callable:
         writes each windowed input (a convolution's image) into the interior of a kept
         zero-bordered buffer. `pad`: zeros on both sides of every windowed dimension, or
         one entry (a number or a (before, after) pair) per windowed dimension."""
-        from morello_asp.codegen.padding import Padded  # it builds on this module
-
         return Padded(self, pad)
 
     def check(self, seed: int = 0) -> tuple[float, float]:
         """Run on random inputs against the numpy reference: (max |error|, tolerance)."""
         ops = random_operands(self.spec, seed)
         return check_call(self, self.spec, ops, reference(self.spec, *ops))
-
-
-def check_call(fn, spec: Spec, ops: list[np.ndarray], want) -> tuple[float, float]:
-    """Call `fn` on the inputs of `ops` (every operand, outputs with their initial
-    contents) and compare with `want` (the reference's result): (max |error|, tolerance)."""
-    outs = spec.outputs
-    wants = list(want) if len(outs) > 1 else [want]
-    given = tuple(ops[o].copy() for o in outs)
-    got = fn(*[a for i, a in enumerate(ops) if i not in outs], out=given if len(outs) > 1 else given[0])
-    gots = list(got) if len(outs) > 1 else [got]
-    err = max(max_error(g, w) for g, w in zip(gots, wants))
-    return err, max(tolerance(spec, w) for w in wants)
 
 
 def bench_operands(spec: Spec, seed: int = 0) -> list[np.ndarray]:

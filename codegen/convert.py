@@ -12,6 +12,7 @@ import functools
 
 import numpy as np
 
+from morello_asp.errors import CodegenError
 from morello_asp.layout import Layout
 
 ALIGN = 64
@@ -77,3 +78,33 @@ def from_buffer(buf: np.ndarray, layout: Layout, shape, out: np.ndarray | None =
         return vals.copy()
     out[...] = vals
     return out
+
+
+_DEVICES = {1: "cpu", 2: "cuda", 3: "cuda_host", 4: "opencl", 7: "vulkan", 8: "metal", 10: "rocm", 14: "oneapi"}
+
+
+def as_array(x, what: str) -> np.ndarray:
+    """`x` as a numpy array sharing its memory where it has any: an ndarray as is; a
+    DLPack producer (torch CPU tensors, jax and cupy arrays, ...) through np.from_dlpack;
+    anything with `__array_interface__`, `__array__` or the buffer protocol through
+    np.asarray. A tensor on another device is refused, naming the device."""
+    if isinstance(x, np.ndarray):
+        return x
+    device = getattr(x, "__dlpack_device__", None)
+    if device is not None:
+        try:
+            kind = int(device()[0])
+        except Exception as e:  # a producer's own error, whatever its class
+            raise CodegenError(f"{what}: cannot ask {type(x).__name__} for its device ({e})") from None
+        if kind != 1:
+            raise CodegenError(
+                f"{what} is on device {_DEVICES.get(kind, kind)}; programs run on the CPU (copy it there first)"
+            )
+        try:
+            return np.from_dlpack(x)
+        except (BufferError, TypeError, RuntimeError, ValueError):
+            pass  # e.g. a dtype DLPack cannot carry: try numpy's other protocols
+    try:
+        return np.asarray(x)
+    except Exception as e:
+        raise CodegenError(f"{what}: cannot read a {type(x).__name__} as an array ({e})") from None

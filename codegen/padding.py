@@ -21,13 +21,16 @@ A Padded call is not re-entrant: two threads calling one Padded share its buffer
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from morello_asp.codegen.calling import Callable, as_array, check_call
-from morello_asp.codegen.convert import dense_order
-from morello_asp.codegen.reference import random_operands, reference
+from morello_asp.codegen.convert import as_array, dense_order
+from morello_asp.codegen.reference import check_call, random_operands, reference
 from morello_asp.errors import CodegenError
+
+if TYPE_CHECKING:  # annotations only: calling.py builds Padded
+    from morello_asp.codegen.calling import Callable
 
 Pad = int | Sequence[int | tuple[int, int]]
 

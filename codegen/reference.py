@@ -225,3 +225,23 @@ def random_operands(spec: Spec, seed: int = 0) -> list[np.ndarray]:
         a = rng.random(shape) * 2 - 1 if ts.dtype.is_float else rng.integers(-8, 9, shape)
         out.append(np.asarray(a).astype(ts.dtype.np_dtype))
     return out
+
+
+def max_error(got: np.ndarray, want: np.ndarray) -> float:
+    """Largest |got - want|, equal values (infinities included: FillNegInf) counting 0."""
+    g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    with np.errstate(invalid="ignore"):
+        diff = np.where(g == w, 0.0, np.abs(g - w))
+    return float(np.nan_to_num(diff, nan=np.inf).max(initial=0.0))
+
+
+def check_call(fn, spec: Spec, ops: list[np.ndarray], want) -> tuple[float, float]:
+    """Call `fn` on the inputs of `ops` (every operand, outputs with their initial
+    contents) and compare with `want` (the reference's result): (max |error|, tolerance)."""
+    outs = spec.outputs
+    wants = list(want) if len(outs) > 1 else [want]
+    given = tuple(ops[o].copy() for o in outs)
+    got = fn(*[a for i, a in enumerate(ops) if i not in outs], out=given if len(outs) > 1 else given[0])
+    gots = list(got) if len(outs) > 1 else [got]
+    err = max(max_error(g, w) for g, w in zip(gots, wants))
+    return err, max(tolerance(spec, w) for w in wants)

@@ -16,7 +16,7 @@ from dataclasses import replace
 from math import prod
 
 from morello_asp.codegen.ctarget import get_ctarget
-from morello_asp.codegen.emitter import Emitter, param_names, parameter_views
+from morello_asp.codegen.emitter import Buffer, Emitter, View, param_names, parameter_views
 from morello_asp.cost import compute_cost
 from morello_asp.errors import CodegenError
 from morello_asp.expr import Const, Var
@@ -156,8 +156,6 @@ def _embedded_views(em: _ViewWalk, spec) -> list:
     exact buffer, and so does c0 (claiming nothing: a view of it stepping over values
     would be a reshaped view, which codegen's spatial_split refuses of its operands;
     the rules give a child of a c0 view adjacency only along single positions)."""
-    from morello_asp.codegen.emitter import Buffer, View
-
     views = parameter_views(em, spec)[0]
     line = spec.target.line_bytes
     out = list(views)
