@@ -18,7 +18,8 @@ from morello_asp.serialize import load
 
 FIXTURE = Path(__file__).parent / "fixtures" / "matmul_1024_default.json"
 # The program the default search found for Matmul(2048x2048x2048, f32) on avx512
-# (2026-11-27): 8 x 32 register blocks in 8-row strips, the same loops as avx2's.
+# (2026-11-27): 8 x 32 register blocks in 8-row strips, the same loops as avx2's; its specs
+# state an L2 limit (8192 lines) since avx512 declares that level (2026-11-29), unused here.
 AVX512 = Path(__file__).parent / "fixtures" / "matmul_2048_avx512_default.json"
 
 

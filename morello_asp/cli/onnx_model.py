@@ -8,15 +8,18 @@ import sys
 import time
 
 from morello_asp.cli.args import add_rules_option, add_target_option, check_logic_inputs, int_range
-from morello_asp.codegen.calling import per_call
 from morello_asp.errors import RefutedError
-from morello_asp.onnx import InferenceSession
-from morello_asp.onnx.compare import bench, check
 from morello_asp.solver.search.dp import Progress
 from morello_asp.synthesis import DEFAULT_TABLE
 
 
 def _onnx(args) -> int:
+    # here, not above: onnx, onnxruntime and numpy take a while to load, and every other
+    # command (a `query` above all) starts without them
+    from morello_asp.codegen.calling import per_call
+    from morello_asp.onnx import InferenceSession
+    from morello_asp.onnx.compare import bench, check
+
     check_logic_inputs(args)
     db = None if args.no_db else (args.db or DEFAULT_TABLE)
     t0 = time.perf_counter()
