@@ -16,9 +16,9 @@ from morello_asp.synthesis import DEFAULT_TABLE
 def _onnx(args) -> int:
     # here, not above: onnx, onnxruntime and numpy take a while to load, and every other
     # command (a `query` above all) starts without them
-    from morello_asp.codegen.calling import per_call
-    from morello_asp.onnx import InferenceSession
-    from morello_asp.onnx.compare import bench, check
+    from morello_asp.codegen.calling import per_call  # numpy: heavy
+    from morello_asp.onnx import InferenceSession  # onnx, onnxruntime: heavy, optional
+    from morello_asp.onnx.compare import bench, check  # (the same)
 
     check_logic_inputs(args)
     db = None if args.no_db else (args.db or DEFAULT_TABLE)
