@@ -80,13 +80,22 @@ class Isa:
     flags: tuple[str, ...]  # tgt_cpu_flag/1: the CPU features its programs need
 
 
-def _isa_facts(entry: Path) -> Isa | None:
+def ground_facts(path: Path) -> dict[tuple[str, int], list[tuple[clingo.Symbol, ...]]]:
+    """The atoms a logic file derives on its own, by (name, arity): their arguments."""
     ctl = clingo.Control(["--warn=none"])
-    ctl.load(str(entry))
+    ctl.load(str(path))
     ctl.ground([("base", [])])
+    out: dict[tuple[str, int], list[tuple[clingo.Symbol, ...]]] = {}
+    for a in ctl.symbolic_atoms:
+        out.setdefault((a.symbol.name, len(a.symbol.arguments)), []).append(tuple(a.symbol.arguments))
+    return out
+
+
+def _isa_facts(entry: Path) -> Isa | None:
+    facts = ground_facts(entry)
 
     def args(name: str) -> list[clingo.Symbol]:
-        return [a.symbol.arguments[0] for a in ctl.symbolic_atoms.by_signature(name, 1)]
+        return [a[0] for a in facts.get((name, 1), [])]
 
     ranks = [a.number for a in args("tgt_native_rank")]
     if not ranks:
@@ -96,9 +105,10 @@ def _isa_facts(entry: Path) -> Isa | None:
     return Isa(entry.stem, fams[0] if fams else None, max(ranks), flags)
 
 
+@functools.cache
 def isas() -> tuple[Isa, ...]:
-    """The shipped instruction sets, read from their facts (remembered in the user's cache
-    by the files' contents: grounding them took about 12 ms a process)."""
+    """The shipped instruction sets, read from their facts (once a process; remembered in
+    the user's cache by the files' contents: grounding them took about 12 ms a process)."""
     entries = sorted(e for e in TARGETS.glob("*.lp") if (TARGETS / e.stem / "isa.lp").is_file())
     key = stamp((Path(__file__),), read_logic(entries), clingo.__version__)
     return pickled(
@@ -275,15 +285,11 @@ def rules_except(path: Path, drop: Callable[[str, str], bool]) -> list[str]:
     return out
 
 
-def _levels(machine: Path) -> list[tuple]:
-    """The tgt_level/6 atoms a machine file derives: (name, index, capacity, unit, weight, kind)."""
-    ctl = clingo.Control(["--warn=none"])
-    ctl.load(str(machine))
-    ctl.ground([("base", [])])
-    rows = []
-    for a in ctl.symbolic_atoms.by_signature("tgt_level", 6):
-        n, i, cap, u, w, k = a.symbol.arguments
-        rows.append((str(n), i.number, cap.number, str(u), w.number, str(k)))
+def _levels(facts: dict) -> list[tuple]:
+    """The tgt_level/6 atoms of a machine file's facts (ground_facts): (name, index,
+    capacity, unit, weight, kind), by index."""
+    atoms = facts.get(("tgt_level", 6), [])
+    rows = [(str(n), i.number, cap.number, str(u), w.number, str(k)) for n, i, cap, u, w, k in atoms]
     return sorted(rows, key=lambda r: r[1])
 
 
@@ -312,22 +318,15 @@ def how_to_name(name: str) -> str:
     return f"--target {name}"
 
 
-def _fractions(machine: Path) -> dict[str, int]:
-    """tgt_native_fraction/2 of a machine file: level -> D (the level gets 1/D of the host's cache)."""
-    ctl = clingo.Control(["--warn=none"])
-    ctl.load(str(machine))
-    ctl.ground([("base", [])])
-    atoms = ctl.symbolic_atoms.by_signature("tgt_native_fraction", 2)
-    return {str(a.symbol.arguments[0]): a.symbol.arguments[1].number for a in atoms}
-
-
 def target_text(host: Host) -> str:
     """The fact file of the native target for `host`."""
     isa = host.isa
     machine = TARGETS / isa / "machine.lp"
-    fractions = _fractions(machine)
+    facts = ground_facts(machine)
+    # tgt_native_fraction/2: level -> D, the level gets 1/D of the host's cache
+    fractions = {str(lv): d.number for lv, d in facts.get(("tgt_native_fraction", 2), [])}
     # the model's cache levels in index order are the host's L1, L2, ...: each the host has is replaced
-    model_caches = [r for r in _levels(machine) if r[5] == "cache"]
+    model_caches = [r for r in _levels(facts) if r[5] == "cache"]
     replaced = {r[0]: (r, c) for rank, r in enumerate(model_caches, 1) if (c := host.data_cache(rank)) is not None}
 
     def drop(name: str, arg: str) -> bool:
