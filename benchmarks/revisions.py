@@ -36,6 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from morello_asp.errors import InputError
+
 ROOT = Path(__file__).resolve().parent.parent
 
 ONE = """
@@ -143,7 +145,11 @@ def run_cli(py: Path | str, n: int, target: str) -> dict:
 
 
 def _git(*args: str) -> str:
-    return subprocess.run(["git", "-C", str(ROOT), *args], check=True, capture_output=True, text=True).stdout.strip()
+    r = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        why = (r.stderr.strip().splitlines() or ["exit status " + str(r.returncode)])[-1]
+        raise InputError(f"git {' '.join(args)}: {why}")
+    return r.stdout.strip()
 
 
 def main(argv=None):
