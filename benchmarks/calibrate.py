@@ -1,5 +1,8 @@
-"""Calibrate the AVX2 cost model on this machine and write a target users can select
-(`--target avx2_calibrated`).
+"""Calibrate a target's cost model on this machine and write a target users can select:
+`--target avx2` (the default) writes avx2_calibrated, `--target avx512` (on an AVX-512
+CPU) avx512_calibrated. Which of the target's files the written one keeps and which
+kernels it fits are read from the target's entry file and its includes
+(morello_asp.codegen.calibration, layout_of).
 
 Method: for small and mid-size training specs, draw many different complete programs from the
 search's alternatives (benchmarks/alternatives.py), compile each, check it against
@@ -13,8 +16,9 @@ kernel's throughput and of each level's move cost *as they run inside programs*
 (and timed) with the written target's C flags: gcc's auto-vectorizers off (--vectorize
 keeps them on), so scalar kernels stay scalar as the model assumes.
 
-    python benchmarks/calibrate.py [--out encodings/targets/avx2_calibrated.lp]
-    python benchmarks/cost_rank.py          # Spearman of cost vs time, before and after
+    python benchmarks/calibrate.py [--target avx2] [--out encodings/targets/avx2_calibrated.lp]
+    python benchmarks/cost_rank.py [--target avx2_calibrated]   # Spearman of cost vs time, before and after
+    python benchmarks/calibrate.py --target avx2 --rewrite     # after an edit to avx2's files: numbers kept
 """
 
 from __future__ import annotations
@@ -26,7 +30,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from alternatives import distinct_programs, recost  # noqa: E402
-from calibrated_target import NO_VECTORIZE, PS_PER_UNIT, TARGETS, CostTerms, default_header, write_target  # noqa: E402
+from calibrated_target import (  # noqa: E402
+    LOOP,
+    MOVE,
+    NO_VECTORIZE,
+    PS_PER_UNIT,
+    TARGETS,
+    CostTerms,
+    default_header,
+    layout_of,
+    rel_name,
+    rewritten,
+    write_target,
+)
 from timing import compile_checked, median_times, spearman, status  # noqa: E402
 
 from morello_asp.errors import InputError  # noqa: E402
@@ -75,17 +91,17 @@ def fit(rows: list[list[float]], seconds: list[float], floor_ns: float, relative
     return res.x[:-1], res.x[-1]
 
 
-def sample(plan, db):
-    """Programs of each (spec, count, k, p_opt, seed) of the plan."""
+def sample(plan, db, target="avx2"):
+    """Programs of each (spec, count, k, p_opt, seed) of the plan, drawn from `target`'s search."""
     from morello_asp import parse_spec
     from morello_asp.errors import MorelloError
     from morello_asp.synthesis import make_search
 
-    search = make_search("avx2", db=db)
+    search = make_search(target, db=db)
     progs = []
     for text, per_spec, k, p_opt, seed in plan:
         try:
-            spec = parse_spec(text)
+            spec = parse_spec(text, search.engine.target)
         except MorelloError as e:
             raise InputError(f"bad training spec {text!r}: {e}") from None
         status(f"sampling programs of {text}")
@@ -104,7 +120,12 @@ def sample(plan, db):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=TARGETS / "avx2_calibrated.lp")
+    ap.add_argument(
+        "--target",
+        default="avx2",
+        help="the target to calibrate (name or .lp path; its programs must run here): avx2 (default), avx512",
+    )
+    ap.add_argument("--out", type=Path, help="the file to write (default: encodings/targets/TARGET_calibrated.lp)")
     ap.add_argument("--name", default=None, help="target name (default: the file's stem)")
     ap.add_argument(
         "--specs",
@@ -124,18 +145,39 @@ def main(argv=None) -> int:
         action="store_true",
         help="leave gcc's auto-vectorizers on (the target gets no -fno-tree-*vectorize flags)",
     )
+    ap.add_argument(
+        "--rewrite",
+        action="store_true",
+        help="rewrite --out from its own numbers and header with TARGET's files as they are now "
+        "(after an edit to them); no programs timed",
+    )
     args = ap.parse_args(argv)
     c_flags = () if args.vectorize else NO_VECTORIZE
-    if args.out.suffix != ".lp":
-        raise InputError(f"--out {args.out}: must be a .lp file")
-    name = args.name or args.out.stem
 
+    from morello_asp.codegen.ctarget import get_ctarget
     from morello_asp.solver.search.engine import Engine
     from morello_asp.target import get_target
 
-    base = get_target("avx2")
+    base = get_target(args.target)  # an unknown target is one line, exit 2 (run_script)
+    out = args.out or TARGETS / f"{base.name}_calibrated.lp"
+    if out.suffix != ".lp":
+        raise InputError(f"--out {out}: must be a .lp file")
+    name = args.name or out.stem
+    if args.rewrite:
+        if not out.is_file():
+            raise InputError(f"--rewrite: {out} does not exist (calibrate first)")
+        text = rewritten(out, base)
+        print(f"{out}: {'unchanged' if text == out.read_text() else 'rewritten'} (numbers kept)")
+        out.write_text(text)
+        return 0
+    why = get_ctarget(base).cannot_run()
+    if why:
+        raise InputError(f"calibration times {base.name}'s programs, and this machine cannot run them: {why}")
+    layout = layout_of(base.files[0])
+    if layout.left_out:
+        print(f"left out (kernels without size terms, and their C): {', '.join(map(rel_name, layout.left_out))}")
     plan = [(s, args.per_spec, args.k, args.p_opt, args.seed) for s in args.specs] if args.specs else TRAINING
-    progs = sample(plan, args.db)
+    progs = sample(plan, args.db, base)
     terms = CostTerms(base, c_flags=c_flags)
     # compiled as the written target compiles them: its C and flags (the probe has both)
     seconds = median_times(compile_checked(progs, terms.probe_path), rounds=args.rounds)
@@ -151,7 +193,7 @@ def main(argv=None) -> int:
     for k in unseen:  # never timed: never free, so the search does not pick it blindly
         kc[k] = (max(f for f, _ in kc.values()), max(p for _, p in kc.values()))
     specs = "".join(f"\n  {s}: {n} programs, k {k}, p_opt {p}, seed {seed}" for s, n, k, p, seed in plan) + "\n"
-    header = default_header(METHOD.format(n=len(progs), specs=specs))
+    header = default_header(METHOD.format(n=len(progs), specs=specs), base.name)
     if c_flags:
         header += (
             f"\nPrograms are compiled with {' '.join(c_flags)} (timed so too): a scalar kernel stays "
@@ -159,22 +201,23 @@ def main(argv=None) -> int:
         )
     if unseen:
         header += f"\nNot seen in any training program (given the largest fitted costs): {', '.join(unseen)}."
-    write_target(args.out, name, base, cal, header, c_flags)
+    write_target(out, name, base, cal, header, c_flags)
 
-    engine = Engine(str(args.out))  # the written file loads, and its costs are the fitted ones
+    engine = Engine(str(out))  # the written file loads, and its costs are the fitted ones
     theta_units = terms.theta(cal)
     for p, r in zip(progs, rows):
         want = sum(a * b for a, b in zip(r, theta_units))
         got = recost(p, engine)
         if got != want:
-            raise SystemExit(f"internal error: cost under {args.out} is {got}, the fit predicts {want}\n{p}")
+            raise SystemExit(f"internal error: cost under {out} is {got}, the fit predicts {want}\n{p}")
     pred = [recost(p, engine) for p in progs]
 
     print(
         f"calibrated on {len(progs)} programs of {len(plan)} samples; 1 cost unit = {PS_PER_UNIT} ps; "
         f"per-call constant {const_ns:.2f} ns (not written)"
     )
-    print(f"{'kernel':<24} {'ns per call':>12} {'ns per unit':>12}   unit")
+    width = max(24, *(len(k) for k in terms.kernels))
+    print(f"{'kernel':<{width}} {'ns per call':>12} {'ns per unit':>12}   unit")
     units = {
         "broadcast_vec_mult_add": "vector",
         "dot_product_loop": "vector of lhs",
@@ -184,19 +227,23 @@ def main(argv=None) -> int:
     for k in terms.kernels:
         f, p = kc[k]
         print(
-            f"{k:<24} {f * unit_ns:>12.3f} {p * unit_ns:>12.3f}   "
+            f"{k:<{width}} {f * unit_ns:>12.3f} {p * unit_ns:>12.3f}   "
             f"{units.get(k, '-')}{'  (not seen)' if k in unseen else ''}"
         )
+
+    def seen(feature: str) -> str:  # a number no training program exercised stays at the floor
+        return "" if any(r[terms.names.index(feature)] for r in rows) else "  (not seen)"
+
     for lv, w in cal.weights.items():
-        print(f"{'move, per line in ' + lv:<24} {w * unit_ns:>12.3f}")
-    print(f"{'loop, per iteration':<24} {cal.loop_per_iter * unit_ns:>12.3f}")
+        print(f"{'move, per line in ' + lv:<{width}} {w * unit_ns:>12.3f}{seen(f'{lv}.line')}")
+    print(f"{'loop, per iteration':<{width}} {cal.loop_per_iter * unit_ns:>12.3f}{seen(LOOP)}")
     for lv, c in cal.move_overhead.items():
-        print(f"{'copying move into ' + lv:<24} {c * unit_ns:>12.3f}")
+        print(f"{'copying move into ' + lv:<{width}} {c * unit_ns:>12.3f}{seen(f'{lv}.{MOVE}')}")
     print(
-        f"training Spearman(cost, time): avx2 {spearman([p.cost.main for p in progs], seconds):.3f}, "
+        f"training Spearman(cost, time): {base.name} {spearman([p.cost.main for p in progs], seconds):.3f}, "
         f"{name} {spearman(pred, seconds):.3f}"
     )
-    print(f"wrote {args.out}")
+    print(f"wrote {out}")
     return 0
 
 

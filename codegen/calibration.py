@@ -1,12 +1,18 @@
-"""A calibrated copy of the AVX2 target, the cost model as a linear function of its
-numbers, and the sampled programs calibration fits them on.
+"""A calibrated copy of a target (avx2, avx512, ...), the cost model as a linear function
+of its numbers, and the sampled programs calibration fits them on.
 
-The calibrated target keeps every rule of `avx2/machine.lp` and `avx2/kernels.lp`
-(read with clingo's parser) except the numbers calibration replaces: the level weights
-(`tgt_level/6`), the cost of one loop iteration (`tgt_loop_overhead/1`), the cost of
-one copying move per destination level (`tgt_move_overhead/2`) and the kernel costs
-(`kernel_cost/3`), which become `Fixed + PerUnit * U` (`avx2/kernel_units.lp`).
-One cost unit is 1 ps.
+Which files the copy keeps, and how, is read from the base target's entry file and the
+files it includes (`layout_of`), nothing per target here: a file without kernels or C
+(the machine, the ISA) is copied rule by rule (read with clingo's parser); a kernel file
+(`tgt_kernel/1`, `kernel_cost/3`) whose kernels have size terms (`kernel_units/3`, in a
+`kernel_units.lp` beside one of the target's files: `avx2/kernel_units.lp`,
+`avx512/kernel_units.lp`) is copied too, and a file of C that serves only those kernels
+is #included; kernel files without size terms (mixed precision, softmax, convolutions),
+and the C that serves their kernels, are left out. The copy keeps every rule
+but the numbers calibration replaces: the level weights (`tgt_level/6`), the cost of
+one loop iteration (`tgt_loop_overhead/1`), the cost of one copying move per
+destination level (`tgt_move_overhead/2`) and the kernel costs (`kernel_cost/3`),
+which become `Fixed + PerUnit * U`. One cost unit is 1 ps.
 
 With the weights of RF and VRF held at 0, the cost of a serial program is linear in
 theta = (per kernel: Fixed, PerUnit; per memory level: weight; per loop iteration; per
@@ -32,25 +38,27 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import clingo.ast as cast
+
 from morello_asp.codegen.emit import emit_function, resolve
 from morello_asp.cost import compute_cost
 from morello_asp.cost_model import CostModel
+from morello_asp.errors import TargetError
 from morello_asp.ir import Alloc, Impl, KernelApp, Loop
 from morello_asp.naming import snake
-from morello_asp.native import rules_except
 from morello_asp.rewrites import for_node, node_from_expansion
+from morello_asp.solver.logic.files import with_includes
 from morello_asp.solver.search.engine import Engine
 from morello_asp.spec import Spec
 from morello_asp.target import ENCODINGS, Target
 
 PS_PER_UNIT = 1  # one cost unit of the calibrated target, in picoseconds
 TARGETS = ENCODINGS / "targets"
-BASE = TARGETS / "avx2"
-SCALAR = TARGETS / "c_scalar.lp"  # the generic scalar kernel `point`, as avx2.lp includes it
+UNITS = "kernel_units.lp"  # the size terms of the kernels of the files beside it (kernel_units/3)
 REPLACED = {"tgt_name", "tgt_level", "tgt_loop_overhead", "tgt_move_overhead", "kernel_cost"}
 LOOP = "loop.iter"  # the feature and number of tgt_loop_overhead/1
 MOVE = "move"  # "<LEVEL>.move": the feature and number of tgt_move_overhead(level, _)
-# gcc flags of the calibrated target (added to avx2's -mavx2 -mfma): no auto-vectorization.
+# gcc flags of the calibrated target (added to the base target's): no auto-vectorization.
 NO_VECTORIZE = ("-fno-tree-vectorize", "-fno-tree-slp-vectorize")
 
 
@@ -64,20 +72,139 @@ class Calibration:
     move_overhead: dict[str, int] = field(default_factory=dict)  # level name -> cost per copying move
 
 
-def kept_rules(path: Path) -> list[str]:
-    """The rules of a target file other than those calibration replaces."""
-    return rules_except(path, lambda name, _: name in REPLACED)
+_INCLUDE = re.compile(r'^[ \t]*#include[ \t]+"[^"]+"[ \t]*\.', re.M)
+
+
+@dataclass(frozen=True)
+class _Rule:
+    head: str  # the head atom's name ("" for a constraint or a head clingo's parser does not name)
+    args: tuple[str, ...]  # its arguments, as written
+    text: str  # the rule, one line (clingo's parser)
+
+
+def _own_rules(path: Path) -> tuple[_Rule, ...]:
+    """The rules of a logic file itself, not of the files it #includes (directives and
+    comments left out)."""
+    out: list[_Rule] = []
+
+    def visit(stmt) -> None:
+        if stmt.ast_type != cast.ASTType.Rule:
+            return
+        head = ""
+        args: tuple[str, ...] = ()
+        if stmt.head.ast_type == cast.ASTType.Literal:
+            sym = getattr(stmt.head.atom, "symbol", None)
+            head = getattr(sym, "name", "") or ""
+            args = tuple(str(a) for a in (getattr(sym, "arguments", None) or ()))
+        out.append(_Rule(head, args, str(stmt)))
+
+    cast.parse_string(_INCLUDE.sub("", path.read_text()), visit)
+    return tuple(out)
+
+
+def rel_name(path: Path) -> str:
+    """How a target file is named in an #include and in comments: relative to
+    encodings/targets, or its absolute path for a file elsewhere."""
+    try:
+        return str(path.resolve().relative_to(TARGETS.resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Which files of a base target a calibrated copy keeps, and how (`layout_of`)."""
+
+    entry: Path
+    copied: tuple[Path, ...]  # files without kernels or C (machine, ISA): rules but REPLACED
+    kernel_files: tuple[Path, ...]  # kernel files with costs: rules but REPLACED and kernel_cost
+    included: tuple[Path, ...]  # #included as they are: the size terms, then C (c_scalar.lp)
+    kernels: tuple[str, ...]  # the kernels calibrated (snake case), sorted
+    left_out: tuple[Path, ...]  # kernel files without size terms, and C serving their kernels
+    flag_files: tuple[Path, ...]  # included files that give gcc flags (tgt_c_flag/1)
+
+
+def layout_of(entry: Path) -> Layout:
+    """The layout of a calibrated copy of the target whose entry file is `entry`, read
+    from the files it includes (the module's docstring)."""
+    entry = Path(entry)
+    files = with_includes([entry])
+    if not all(f.is_file() for f in files):
+        missing = ", ".join(str(f) for f in files if not f.is_file())
+        raise TargetError(f"target {entry}: cannot read {missing}")
+    rules = {f: _own_rules(f) for f in files}
+    units_files: list[Path] = []
+    for f in files:
+        u = f.parent / UNITS
+        if u.is_file() and u.resolve() not in {g.resolve() for g in (*files, *units_files)}:
+            units_files.append(u)
+    units: dict[str, Path] = {}  # kernel -> the file giving its size term
+    for u in units_files:
+        for r in _own_rules(u):
+            if r.head == "kernel_units" and len(r.args) == 3:
+                units.setdefault(r.args[1], u)
+    kernels: set[str] = set()
+    kinds: dict[Path, str] = {}
+    for f in files:
+        declared = {r.args[0] for r in rules[f] if r.head == "tgt_kernel" and r.args}
+        costs = any(r.head == "kernel_cost" for r in rules[f])
+        if not declared and not costs:
+            kinds[f] = "c" if any(r.head == "tgt_kernel_c" for r in rules[f]) else "copied"
+            continue
+        if declared and not declared & set(units):
+            kinds[f] = "left out"
+            continue
+        if declared - set(units):
+            raise TargetError(
+                f"{rel_name(f)}: kernels {', '.join(sorted(declared - set(units)))} have no size term "
+                f"(kernel_units/3 in a {UNITS} beside the target's files), the others do: "
+                "calibration cannot fit them"
+            )
+        kernels |= declared
+        kinds[f] = "kernels" if costs else "c"
+    served = {f: {r.args[0] for r in rules[f] if r.head == "tgt_kernel_c" and r.args} for f in files}
+    for f in files:  # C for kernels left out goes with them (avx2/kernels_mixed_c.lp, softmax's)
+        if kinds[f] == "c" and served[f] - kernels:
+            kinds[f] = "left out"
+    without_c = kernels - {k for f in files if kinds[f] in ("c", "kernels") for k in served[f]}
+    if without_c:
+        raise TargetError(
+            f"target {entry}: no C for the kernels {', '.join(sorted(without_c))} outside files that also "
+            "serve kernels without size terms: calibration keeps only the C of the kernels it fits"
+        )
+    used_units = [u for u in units_files if u in {units[k] for k in kernels}]
+    as_is = [f for f in files if kinds[f] == "c"]
+    return Layout(
+        entry=entry,
+        copied=tuple(f for f in files if kinds[f] == "copied" and rules[f]),
+        kernel_files=tuple(f for f in files if kinds[f] == "kernels"),
+        included=tuple(used_units + as_is),
+        kernels=tuple(sorted(kernels)),
+        left_out=tuple(f for f in files if kinds[f] == "left out"),
+        flag_files=tuple(f for f in as_is if any(r.head == "tgt_c_flag" for r in rules[f])),
+    )
+
+
+def kept_rules(path: Path, drop: frozenset[str] | set[str] = frozenset(REPLACED)) -> list[str]:
+    """The rules of a target file itself other than those calibration replaces."""
+    return [r.text for r in _own_rules(path) if r.head not in drop]
 
 
 def kernels_of(target: Target) -> list[str]:
-    """Kernel names (snake case) the base target declares with tgt_kernel/1."""
-    import clingo
+    """Kernel names (snake case) the calibrated copy of `target` fits: those of its files
+    with size terms (layout_of)."""
+    return list(layout_of(target.files[0]).kernels)
 
-    ctl = clingo.Control(["--warn=none"])
-    ctl.load(str(BASE / "kernels.lp"))
-    ctl.load(str(SCALAR))
-    ctl.ground([("base", [])])
-    return sorted(str(a.symbol.arguments[0]) for a in ctl.symbolic_atoms.by_signature("tgt_kernel", 1))
+
+def _names(files) -> str:
+    """avx2/machine.lp and isa.lp: files in a list, a folder named once for a run of its files."""
+    out, folder = [], None
+    for f in files:
+        rel = rel_name(f)
+        here = str(Path(rel).parent)
+        out.append(Path(rel).name if here == folder else rel)
+        folder = here
+    return out[0] if len(out) == 1 else ", ".join(out[:-1]) + " and " + out[-1]
 
 
 def target_text(
@@ -88,10 +215,15 @@ def target_text(
     include_dir: Path | None = None,
     c_flags: tuple[str, ...] = NO_VECTORIZE,
 ) -> str:
-    """The fact file of a calibrated target. Includes are relative to encodings/targets
-    unless `include_dir` (that folder, for files written elsewhere) is given. `c_flags` are gcc flags
-    added to those of avx2/kernels_c.lp."""
-    inc = (lambda f: str(include_dir / f)) if include_dir else (lambda f: f)
+    """The fact file of a calibrated copy of `base` (its layout: layout_of). Includes are
+    relative to encodings/targets unless `include_dir` (that folder, for files written
+    elsewhere) is given. `c_flags` are gcc flags added to the base target's."""
+    lay = layout_of(base.files[0])
+
+    def inc(f: Path) -> str:
+        rel = rel_name(f)
+        return str(include_dir / rel) if include_dir and not Path(rel).is_absolute() else rel
+
     lines = [f"% {lv}" if lv else "%" for lv in header.splitlines()]
     lines += ["", f"tgt_name({name}).", ""]
     for lv in base.levels:
@@ -105,20 +237,23 @@ def target_text(
     if cal.move_overhead:
         lines += ["", "% Cost of one move that copies, per destination level (calibrated):"]
         lines += [" ".join(f"tgt_move_overhead({lv.lower()}, {c})." for lv, c in sorted(cal.move_overhead.items()))]
-    lines += ["", "% avx2/machine.lp and isa.lp without tgt_name, tgt_level, tgt_loop_overhead and tgt_move_overhead:"]
-    lines += kept_rules(BASE / "machine.lp") + kept_rules(BASE / "isa.lp")
-    lines += ["", "% avx2/kernels.lp without kernel_cost (applicability unchanged):"]
-    lines += kept_rules(BASE / "kernels.lp")
+    if lay.copied:
+        lines += ["", f"% {_names(lay.copied)} without tgt_name, tgt_level, tgt_loop_overhead and tgt_move_overhead:"]
+        lines += [r for f in lay.copied for r in kept_rules(f)]
+    if lay.kernel_files:
+        lines += ["", f"% {_names(lay.kernel_files)} without kernel_cost (applicability unchanged):"]
+        lines += [r for f in lay.kernel_files for r in kept_rules(f)]
     lines += ["", "% Calibrated kernel costs: Fixed + PerUnit * kernel_units (1 ps units)."]
     lines += [f"tgt_kernel_calibration({k}, {f}, {p})." for k, (f, p) in sorted(cal.kernels.items())]
     if c_flags:
+        whose = f"{_names(lay.flag_files)}'s" if lay.flag_files else f"{base.name}'s"
         lines += [
             "",
-            "% gcc flags added to avx2/kernels_c.lp's: programs run as the kernels' templates say",
+            f"% gcc flags added to {whose}: programs run as the kernels' templates say",
             "% (no auto-vectorized scalar loops), as the calibration measured them.",
             " ".join(f'tgt_c_flag("{f}").' for f in c_flags),
         ]
-    lines += ["", *(f'#include "{inc(f)}".' for f in ("avx2/kernel_units.lp", "avx2/kernels_c.lp", SCALAR.name)), ""]
+    lines += ["", *(f'#include "{inc(f)}".' for f in lay.included), ""]
     return "\n".join(lines)
 
 
@@ -130,9 +265,9 @@ def write_target(
     return path
 
 
-def default_header(method: str) -> str:
+def default_header(method: str, base: str = "avx2") -> str:
     return (
-        f"Target avx2 calibrated on this machine by benchmarks/calibrate.py, {datetime.date.today()}.\n"
+        f"Target {base} calibrated on this machine by benchmarks/calibrate.py, {datetime.date.today()}.\n"
         f"One cost unit = {PS_PER_UNIT} ps. {method}"
     )
 
@@ -185,8 +320,8 @@ class CostTerms:
         d = Path(workdir)
         d.mkdir(parents=True, exist_ok=True)
         probe = write_target(
-            d / "avx2_units.lp",
-            "avx2_units",
+            d / f"{base.name}_units.lp",
+            f"{base.name}_units",
             base,
             Calibration(kernels={k: (0, 1) for k in self.kernels}),
             c_flags=c_flags,
@@ -274,6 +409,24 @@ def read_calibration(target: Target) -> Calibration:
     return Calibration(
         {lv.name: lv.weight for lv in target.levels}, kernels, target.loop_per_iter, dict(target.move_overhead)
     )
+
+
+def rewritten(path: Path, base: Target) -> str:
+    """The text calibration writes for the calibrated target at `path` (a copy of `base`)
+    from that file's own header, name, numbers and C flags, with `base`'s files as they
+    are now: the file itself, unless `base`'s files changed after it was written
+    (`calibrate.py --rewrite` writes this; no programs are timed)."""
+    path = Path(path)
+    text = path.read_text()
+    header = []
+    for line in text.splitlines():
+        if not line.startswith("%"):
+            break
+        header.append(line[2:] if line.startswith("% ") else line[1:])
+    flags = tuple(r.args[0][1:-1] for r in _own_rules(path) if r.head == "tgt_c_flag" and r.args)
+    in_targets = path.resolve().parent == TARGETS.resolve()
+    tgt = Engine(str(path)).target
+    return target_text(tgt.name, base, read_calibration(tgt), "\n".join(header), None if in_targets else TARGETS, flags)
 
 
 # ------------------------------------------------------------------ sampled programs
