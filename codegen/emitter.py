@@ -199,15 +199,16 @@ class Emitter:
             return f"{b.name}_{off.value // vs}[{off.value % vs}]"  # GNU vector subscript
         return b.name if b.volume == 1 else f"{b.name}_{off.value}"
 
-    def aligned(self, v: View, nbytes: int) -> bool:
-        """True if the view's first value is provably `nbytes`-aligned for every value of
-        the enclosing loop variables (Buffer.align: the program's own buffers are
-        allocated ALIGN-aligned, its parameters are not assumed aligned). This is proved
-        here rather than trusted from the spec, since a cache move only renames."""
+    def aligned(self, v: View, nbytes: int, coord=None) -> bool:
+        """True if the view's first value (or its value at `coord`) is provably
+        `nbytes`-aligned for every value of the enclosing loop variables (Buffer.align:
+        the program's own buffers are allocated ALIGN-aligned, its parameters are not
+        assumed aligned). This is decided here rather than trusted from the spec, since a
+        cache move only renames; verify proves each decision it takes (rely_aligned)."""
         if v.buf.in_registers:
             return True
         size = v.buf.ts.dtype.nbytes
-        off = self.offset(v, (0,) * len(v.shape))
+        off = self.offset(v, (0,) * len(v.shape) if coord is None else coord)
         terms = off.terms if isinstance(off, Add) else (off,)
         for t in terms:
             coef, atom = (t.coef, t.term) if isinstance(t, Mul) else (1, t)
@@ -220,6 +221,12 @@ class Emitter:
             if (coef * mult * size) % nbytes:
                 return False
         return nbytes <= v.buf.align
+
+    def rely_aligned(self, what: str, v: View, nbytes: int, coords: list[tuple[int, ...]]) -> None:
+        """Called for each template line emitted in its aligned variant (`X=aligned`):
+        `what` names the kernel and operand, the values at `coords` of view `v` start the
+        accesses the line makes, and the C relies on each being `nbytes`-aligned. Nothing
+        here (aligned() decided it); solver/proofs/verify.py proves it with z3."""
 
     def pointer(self, v: View, coord) -> str:
         if v.buf.in_registers:
@@ -500,7 +507,23 @@ class KernelContext:
             self.fail(f"template names operand {name!r}; this spec has {', '.join(self.names)}")
         return self.views[self.names[name]]
 
-    def tag(self, t: str) -> bool:
+    def align_bytes(self) -> int:
+        """What an `X=aligned` line's accesses are aligned to: a vector's bytes (64 with
+        no vector operand)."""
+        return self.vs * self.dtype.nbytes if self.vs else 64
+
+    def access_coords(self, v: View, each: bool) -> list[tuple[int, ...]]:
+        """Where a line's accesses of memory view `v` start: in an `@each` line, the
+        first value of each vector (what {X_v} points to); else its first value."""
+        zero = (0,) * len(v.shape)
+        if not each or not self.vs or v.buf.in_registers:
+            return [zero]
+        layout = v.buf.ts.layout if v.axes is None else v.ts.layout
+        vs = v.ts.vector_size or self.vs
+        vol = prod(v.shape)
+        return [position_coord(layout, v.shape, j * vs) for j in range(self.nvec) if j * vs < vol] or [zero]
+
+    def tag(self, t: str, each: bool = False) -> bool:
         if t == "each":
             return True
         if "=" not in t:
@@ -510,8 +533,10 @@ class KernelContext:
         if want in ("reg", "mem"):
             return v.buf.in_registers == (want == "reg")
         if want in ("aligned", "unaligned"):
-            nbytes = (self.vs or 1) * self.dtype.nbytes if self.vs else 64
-            return self.em.aligned(v, nbytes) == (want == "aligned")
+            # aligned only if every access the line makes is: each vector's, in @each lines
+            nbytes = self.align_bytes()
+            ok = all(self.em.aligned(v, nbytes, c) for c in self.access_coords(v, each))
+            return ok == (want == "aligned")
         if want in _DTYPE_NAMES:  # X=f32, X=bf16, ...: the operand's dtype (mixed-precision kernels)
             return v.ts.dtype.short == want
         return v.ts.level.lower() == want.lower()
@@ -567,8 +592,16 @@ def expand_template(text: str, ctx: KernelContext) -> list[str]:
     for line in text.split("\n"):
         m = _TAGGED.match(line)
         tags, code = (m.group(1).split(), m.group(2)) if m else ([], line)
-        if not all(ctx.tag(t) for t in tags):
+        each = "each" in tags
+        if not all(ctx.tag(t, each) for t in tags):
             continue
+        for t in tags:  # what the line's aligned variant relies on, for verify to prove
+            x, _, want = t.partition("=")
+            if want == "aligned":
+                v = ctx.operand(x)
+                if not v.buf.in_registers:
+                    what = f"{ctx.spec.short()}: kernel {ctx.kernel}'s aligned access to {x} {v.ts.text()}"
+                    ctx.em.rely_aligned(what, v, ctx.align_bytes(), ctx.access_coords(v, each))
         reps = range(ctx.nvec) if "each" in tags else [None]
         if "each" in tags and not ctx.nvec:
             ctx.fail(ctx.no_vector("an @each line"))

@@ -14,13 +14,18 @@ import pytest
 from morello_asp import Layout, parse_spec
 from morello_asp.cli import main
 from morello_asp.cli.schedule import figure1
+from morello_asp.codegen.ctarget import get_ctarget
+from morello_asp.codegen.emitter import Buffer, Emitter, View
+from morello_asp.codegen.simplify import VarRange
 from morello_asp.errors import CodegenError, LegalityError
+from morello_asp.expr import Const, Var
 from morello_asp.ir import Loop
 from morello_asp.serialize import from_json, load, save, to_json
 from morello_asp.solver.memo.table import DictMemo
-from morello_asp.solver.proofs.verify import prove_layout, verify
+from morello_asp.solver.proofs.verify import _ViewWalk, prove_layout, verify
 from morello_asp.solver.search.dp import Search
 from morello_asp.solver.search.engine import get_engine
+from morello_asp.synthesis import synthesize
 
 
 @pytest.mark.parametrize(
@@ -64,8 +69,6 @@ def test_figure1_and_scheduled_programs_prove():
 
 
 def test_synthesized_program_proves_and_runs():
-    from morello_asp.synthesis import synthesize
-
     imp = synthesize("Matmul(3x5x7, f32)")
     assert verify(imp).ok
     err, tol = imp.compile().check()
@@ -318,3 +321,68 @@ def test_a_cache_move_of_a_view_whose_layout_pads_at_its_shape_proves():
     assert err <= tol
     with pytest.raises(LegalityError, match="16 slots for 1 values"):
         tiled.subschedule([0], lambda a: a.move_param(1, "GL", "[0, 1, 2, 2 p(16)]"))
+
+
+# ---- alignment (issue 57): what codegen's aligned variants rely on, what specs claim -------
+def test_every_aligned_access_codegen_emits_is_proved_and_a_wrong_one_refuted(monkeypatch):
+    """codegen picks a kernel's aligned variant (_mm256_load_ps) where it finds the view
+    aligned; verify proves each such access with z3, not trusting codegen: with a codegen
+    that takes every view as aligned, the loads from the program's parameters (which a
+    caller passes aligned only to their element) are refuted."""
+    imp = load(FIXTURES / "matmul_1024_default.json")
+    assert "_mm256_load_ps(" in imp.to_c()
+    rep = verify(imp)
+    mine = [o for o in rep.obligations if "aligned access" in o.what]
+    assert rep.ok and mine, rep
+    assert mine[0].what.startswith("Move(1x1x16, L1, VRF): kernel VectorAssign's aligned access to src"), mine
+    assert mine[0].what.endswith("is 32-byte aligned in lrhs")
+    monkeypatch.setattr(Emitter, "aligned", lambda self, v, nbytes, coord=None: True)
+    assert "_mm256_store_ps(" in imp.to_c()
+    bad = [o for o in verify(imp).obligations if o.status == "refuted"]
+    assert bad and all("aligned access" in o.what for o in bad), bad
+    assert "buffer out (a parameter) is only known to be 4-byte aligned" in bad[0].detail
+
+
+def test_an_aligned_access_at_an_odd_row_is_refuted_with_the_loop_counter():
+    """An allocated (64-byte aligned) 4x12 f32 buffer: a 32-byte load of row k starts
+    48 * k bytes in, which k = 1 breaks."""
+    ts = parse_spec("(Zero(1x4x12, (f32, L1, row_major)), [16, 16, 1024, 33554432])").operands[0]
+    em = _ViewWalk(get_ctarget("avx2"))
+    buf = Buffer("lb", (1, 4, 12), ts, False)
+    em.env["k0"] = VarRange(0, 3, 1)
+    em.rely_aligned("a load", View(buf, (Const(0), Var("k0"), Const(0)), (1, 1, 8), ts), 32, [(0, 0, 0)])
+    em.env["k0"] = VarRange(0, 2, 2)  # even rows only: 96 bytes apart
+    em.rely_aligned("a load of even rows", View(buf, (Const(0), Var("k0"), Const(0)), (1, 1, 8), ts), 32, [(0, 0, 0)])
+    odd, even = em.claims.values()
+    assert odd.status == "refuted" and "its value at slot 12 (at k0 = 1) is 16 bytes past a 32-byte" in odd.detail
+    assert even.status == "proved", even
+
+
+# A rule file that keeps a tile's alignment whatever the tile's steps (tile.lp keeps it
+# only for whole cache lines of a contiguous parent): the claim codegen never reads and
+# verify now proves where a rule file declares track_alignment/0.
+WRONG_ALIGNMENT = (
+    "track_alignment.\ntile_caligned(S, A, M, Op, 1) :- tile_child(S, A, M), spec_operand(S, Op, _, _, 1, _, _, _).\n"
+)
+
+
+def test_a_rule_that_claims_alignment_wrongly_is_refuted(tmp_path):
+    """Under track_alignment every view whose spec claims alignment (no `ua`) must
+    start on a cache line; the shipped rules' claims prove, a rule file that keeps
+    alignment for any tile is refuted at a tile 32 bytes past a line."""
+    right, wrong = tmp_path / "tracked.lp", tmp_path / "wrong.lp"
+    right.write_text("track_alignment.\n")
+    wrong.write_text(WRONG_ALIGNMENT)
+    spec = "Matmul(8x8x8, f32)"
+    good = synthesize(spec, db=None, rules=[str(right)])
+    rep = verify(good, [str(right)])
+    claims = [o for o in rep.obligations if "is aligned to a 64-byte line" in o.what]
+    assert rep.ok and claims, rep
+    assert any("ua" in o.what for o in rep.obligations)  # the tracked search has unaligned views
+    bad = synthesize(spec, db=None, rules=[str(wrong)])
+    rep = verify(bad, [str(wrong)])
+    refuted = [o for o in rep.obligations if o.status == "refuted"]
+    assert refuted and all("is aligned to a 64-byte line" in o.what for o in refuted), rep
+    assert any("bytes past a 64-byte boundary" in o.detail for o in refuted)
+    # without track_alignment the same claims say nothing, and are not proved
+    assert not any("64-byte line" in o.what for o in verify(bad, ()).obligations)

@@ -15,6 +15,8 @@ import z3
 
 from morello_asp import parse_spec
 from morello_asp.cli import main
+from morello_asp.codegen.ctarget import get_ctarget
+from morello_asp.errors import CodegenError
 from morello_asp.ir import loop_regions
 from morello_asp.layout import Layout
 from morello_asp.solver.memo.coords import from_coords, to_coords
@@ -22,7 +24,7 @@ from morello_asp.solver.memo.sqlite import open_memo
 from morello_asp.solver.memo.table import Decision
 from morello_asp.solver.proofs.box_space import BoxSpace
 from morello_asp.solver.proofs.boxes import sym_layout, sym_regions
-from morello_asp.solver.proofs.verify import verify_table
+from morello_asp.solver.proofs.verify import prove_decision_views, verify, verify_table
 from morello_asp.solver.search.engine import Action, get_engine
 from morello_asp.synthesis import synthesize
 from morello_asp.target import get_target
@@ -331,3 +333,76 @@ def test_a_box_whose_views_do_not_back_its_childrens_claims_is_refuted(tmp_path,
     assert err <= tol
     assert main(["db", "verify", str(new)]) == 0
     assert " 0 refuted, 0 unknown" in capsys.readouterr().out
+
+
+# ---- alignment and operands claiming no adjacency (issue 57) ------------------------------
+def test_a_box_whose_child_claims_alignment_wrongly_is_refuted(tmp_path, capsys):
+    """Under track_alignment/0 db verify proves each child's claim of alignment in the
+    views a box's decision builds, taking the box's own operands' claims (an operand
+    claiming alignment starts on a line): the shipped tile rule's claims prove, a rule
+    file that keeps alignment for any tile is refuted at its tiles (the same rule file
+    verify refutes the program of: tests/test_verify.py)."""
+    right, wrong = tmp_path / "tracked.lp", tmp_path / "wrong.lp"
+    right.write_text("track_alignment.\n")
+    wrong.write_text(
+        "track_alignment.\n"
+        "tile_caligned(S, A, M, Op, 1) :- tile_child(S, A, M), spec_operand(S, Op, _, _, 1, _, _, _).\n"
+    )
+    for rules, code in ((right, 0), (wrong, 1)):
+        db = tmp_path / f"{rules.stem}.db"
+        synthesize("Matmul(4x4x4, f32)", db=str(db), rules=[str(rules)])
+        assert main(["db", "verify", str(db), "--rules", str(rules)]) == code
+        out = capsys.readouterr().out
+        bad = [ln for ln in out.splitlines() if ln.startswith("[REFUTED]")]
+        assert bool(bad) == bool(code), out
+    assert all("tile(" in ln and "is aligned to a 64-byte line" in ln for ln in bad), bad
+    assert any("bytes past a 64-byte boundary; counterexample (" in ln for ln in bad), bad
+
+
+# A rule file that gives a tile of an operand claiming no adjacency (c0) full
+# contiguity: true of a plain view of a row-major buffer, false of the views of
+# spatial_split's strided children and of copies that step over values.
+C0_TILE = (
+    "tile_ccontig(S, A, M, Op, NP) :- tile_child(S, A, M), spec_npdims(S, Op, NP), "
+    "spec_operand(S, Op, _, _, _, 0, _, _).\n"
+)
+
+
+def test_a_c0_operand_is_proved_at_views_with_no_adjacent_values(tmp_path, capsys):
+    """A box's operand claiming c0 lies in db verify in a view with no two values
+    adjacent (every k-th position of a larger buffer): before, it kept its exact buffer,
+    where it is contiguous, and the table below proved though codegen refuses its
+    program. Now its tile boxes are refuted, naming the view."""
+    bad = tmp_path / "c0_tile.lp"
+    bad.write_text(C0_TILE)
+    db = tmp_path / "conv.db"
+    imp = synthesize("Conv(1x8x4x2x2x1x1, f32)", db=str(db), rules=[str(bad)])
+    with pytest.raises(CodegenError, match="a rule gave it the wrong contiguousness"):
+        imp.to_c()
+    assert not verify(imp, [str(bad)]).ok
+    assert main(["db", "verify", str(db), "--rules", str(bad)]) == 1
+    out = capsys.readouterr().out
+    views = [ln for ln in out.splitlines() if ln.startswith("[REFUTED]")]
+    assert views and all("tile(" in ln and "the views it builds back" in ln for ln in views), out
+    assert any("one position in 2 along dimension" in ln and "row_major, c0)" in ln for ln in views), views
+
+
+def test_a_packed_operand_is_proved_at_every_origin_in_its_packs():
+    """Where a layout has packs, which values of a view are adjacent depends on where
+    it starts in them: an operand claiming c1 of [0, 2, 1, 1 p(2), 2 p(2)] may start at
+    row 1 of a pack of two rows, and there a child claiming full contiguity of a row
+    (true at row 0) is refuted. At its exact buffer alone it proved."""
+    spec = parse_spec("(Zero(1x2x6, (f32, L1, [0, 2, 1, 1 p(2), 2 p(2)], c1)), [16, 16, 1024, 33554432])")
+    spec = spec.without_limits
+    engine = get_engine()
+    exp = next(e for e in engine.expand(spec) if str(e.action) == "tile([1, 1, 6])")
+    child = exp.children[0]
+    op = child.operands[0]
+    assert op.contig < op.layout.full_contiguity()  # the rules' claim: not a whole row
+    wrong = dataclasses.replace(child, operands=(dataclasses.replace(op, contig=op.layout.full_contiguity()),))
+    wrong_exp = dataclasses.replace(exp, children=(wrong, *exp.children[1:]))
+    ct = get_ctarget(engine.target)
+    assert prove_decision_views(spec, exp, ct) is None
+    ob = prove_decision_views(spec, wrong_exp, ct)
+    assert ob is not None and ob.status == "refuted", ob
+    assert "is fully contiguous in out (out in a 1x4x9 buffer at origin [0, 1, 0])" in ob.what, ob

@@ -47,6 +47,10 @@ class Rewrite(ABC):
     # programs (morello_asp/schedulable.py) and functions of morello_asp.schedule; a test
     # holds the API to exactly the registered families' primitives.
     primitives: ClassVar[tuple[str, ...]]
+    # Whether its C takes operands that are reshaped views (View.axes, View.steps):
+    # db verify embeds a spec's operands that claim no adjacency (c0) as such views
+    # where the family lowers them (solver/proofs/verify.py, _embedded_views).
+    lowers_reshaped_operands: ClassVar[bool] = True
 
     # ---- the logic files' side ------------------------------------------------------
     @abstractmethod

@@ -62,6 +62,7 @@ class SpatialSplit(Rewrite):
     node = FilterLoop
     node_tag = "filter_loop"  # the node in program JSON
     primitives = ("spatial_split",)
+    lowers_reshaped_operands = False  # emit_c refuses an operand that is already reshaped
 
     def decode(self, spec, functor, args, ctx, requested):
         return Action("spatial_split")

@@ -214,3 +214,51 @@ def _adjacent(offset, position, shape, block, ranges) -> tuple[str, str]:
         f"its values at {a} and {b} are {gap} slots apart{' (at ' + at + ')' if at else ''} "
         f"in one run of {block} it claims adjacent"
     )
+
+
+def prove_aligned(
+    what: str,
+    offsets: tuple[Expr, ...],
+    nbytes: int,
+    size: int,
+    base: int,
+    ranges: tuple[tuple[str, int, int, int], ...] = (),
+    base_why: str = "",
+) -> Obligation:
+    """A view's claim of alignment: the values at buffer offsets `offsets` (slots of
+    `size` bytes, over the loop counters in `ranges`, as prove_adjacent takes them) start
+    on `nbytes` boundaries for every value of the counters, in a buffer whose first value
+    is known to be `base`-aligned (`base_why` says why no more). A refutation names the
+    offset and the counters' values."""
+    if base % nbytes:
+        return Obligation(what, "refuted", f"{base_why or 'its buffer'} is only known to be {base}-byte aligned")
+    status, detail = _aligned(offsets, nbytes, size, ranges)
+    return Obligation(what, status, detail)
+
+
+@functools.lru_cache(maxsize=8192)
+def _aligned(offsets, nbytes, size, ranges) -> tuple[str, str]:
+    # Constant offsets (unrolled register loops, origin 0) need no solver.
+    if all(isinstance(o, Const) for o in offsets):
+        bad = next((o.value for o in offsets if o.value * size % nbytes), None)
+        if bad is None:
+            return "proved", ""
+        return "refuted", f"its value at slot {bad} is {bad * size % nbytes} bytes past a {nbytes}-byte boundary"
+    loops = {n: z3.Int(n) for n, *_ in ranges}
+    s = z3.Solver()
+    s.set("timeout", 20000)
+    for (_, lo, hi, step), v in zip(ranges, loops.values()):
+        s.add(lo <= v, v <= hi, v % step == 0)
+    zs = [to_z3(o, loops) for o in offsets]
+    s.add(z3.Or([(z * size) % nbytes != 0 for z in zs]))
+    r, m = solve(s)
+    if r == z3.unknown:
+        return "unknown", s.reason_unknown()
+    if r == z3.unsat:
+        return "proved", ""
+    at = ", ".join(f"{n} = {m.eval(v).as_long()}" for n, v in loops.items())
+    slot = next(m.eval(z).as_long() for z in zs if m.eval((z * size) % nbytes).as_long())
+    return "refuted", (
+        f"its value at slot {slot}{' (at ' + at + ')' if at else ''} is {slot * size % nbytes} bytes past a "
+        f"{nbytes}-byte boundary"
+    )

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from itertools import product
 from math import prod
 
 from morello_asp.codegen.ctarget import get_ctarget
-from morello_asp.codegen.emitter import Buffer, Emitter, View, param_names, parameter_views
+from morello_asp.codegen.emitter import ALIGN, Buffer, Emitter, View, param_names, parameter_views
 from morello_asp.cost import compute_cost
 from morello_asp.errors import CodegenError
 from morello_asp.expr import Const, Var
@@ -24,7 +25,13 @@ from morello_asp.ir import Impl, KernelApp, SpecHole
 from morello_asp.rewrites import for_node, node_from_expansion
 from morello_asp.solver.proofs.box_space import BoxSpace
 from morello_asp.solver.proofs.boxes import BoxObligation, BoxProver, TableReport, class_obligations, rules_obligations
-from morello_asp.solver.proofs.obligations import Obligation, VerifyReport, prove_adjacent, prove_layout
+from morello_asp.solver.proofs.obligations import (
+    Obligation,
+    VerifyReport,
+    prove_adjacent,
+    prove_aligned,
+    prove_layout,
+)
 from morello_asp.solver.search.engine import get_engine
 from morello_asp.target import Target
 
@@ -70,9 +77,18 @@ class _ViewWalk(Emitter):
     where codegen refuses a view that contradicts its spec (Emitter.check_contiguous,
     check_strides): the views are computed from the IR, not taken from the specs."""
 
-    def __init__(self, ct):
+    def __init__(self, ct, track_alignment: bool = False):
         super().__init__(ct, for_node)
         self.claims: dict[str, Obligation] = {}  # what -> the first refutation, else proved
+        # Alignment claims (TensorSpec.aligned) say something only where a rule file in
+        # force declares track_alignment/0; otherwise every spec claims it.
+        self.track_alignment = track_alignment
+        # Buffer name -> (bytes its first value is aligned to, why no more) where that is
+        # not Buffer.align: a parameter whose spec claims alignment, for the claims alone.
+        self.base_align: dict[str, tuple[int, str]] = {}
+        # Only the claims of views into this buffer (None: all): db verify's walk of a
+        # node again with one operand elsewhere, whose other claims are the first walk's.
+        self.only: str | None = None
 
     def _claim(self, ob: Obligation) -> None:
         old = self.claims.get(ob.what)
@@ -88,28 +104,63 @@ class _ViewWalk(Emitter):
     def visit(self, node, views):
         """Each memory view claims its adjacency (TensorSpec.contig): the values of the
         inner c physical dims of its layout are adjacent in its buffer, for every value
-        of the enclosing loop counters."""
+        of the enclosing loop counters; and, under track_alignment, its alignment."""
         for name, v in zip(param_names(node.spec), views):
-            ts = v.ts
-            full = ts.layout.full_contiguity()
-            contig = full if ts.contig is None else ts.contig
-            if v.buf.in_registers or contig == 0 or prod(v.shape) == 1:
+            ob = self.adjacency(node.spec, name, v) if self.only in (None, v.buf.name) else None
+            if ob is not None:
+                self._claim(ob)
+        if self.track_alignment:
+            self._claim_alignment(node.spec, views)
+
+    def adjacency(self, spec, name: str, v: View) -> Obligation | None:
+        """View v's claim of adjacency, as operand `name` of `spec` (None: it claims none)."""
+        ts = v.ts
+        full = ts.layout.full_contiguity()
+        contig = full if ts.contig is None else ts.contig
+        if v.buf.in_registers or contig == 0 or prod(v.shape) == 1:
+            return None
+        block = ts.layout.contiguous_run(v.shape, contig)
+        if block == 1:
+            return None
+        names = [f"x{d}" for d in range(len(v.shape))]
+        if not v.buf.ts.layout.is_packed:
+            # a layout without packs is linear: where a view starts does not change
+            # which of its values are adjacent, so one proof serves every origin
+            v = replace(v, origin=tuple(Const(0) for _ in v.origin))
+        offset = v.buf.ts.layout.buffer_expr(v.buf.shape, v.position([Var(n) for n in names]))
+        loops = tuple((n, r.lo, r.hi, r.step) for n, r in sorted(self.env.items()) if n in offset.vars())
+        claim = "fully contiguous" if contig >= full else f"contiguous in its {contig} inner physical dims (c{contig})"
+        what = f"{spec.short()}: operand {name} {ts.text()} is {claim} in {v.buf.name}"
+        return prove_adjacent(what, offset, ts.layout.buffer_expr(v.shape, names), v.shape, block, loops)
+
+    def _claim_alignment(self, spec, views) -> None:
+        """Each memory view of an operand whose spec claims alignment (no `ua`) starts on
+        a cache line (tgt_line_bytes/1, what rules/tile.lp keeps it by) for every value
+        of the loop counters, in a buffer known to be aligned: the program's own are
+        (ALIGN), a parameter is as far as the program's spec claims (its callers' part)."""
+        line = spec.target.line_bytes
+        for name, v in zip(param_names(spec), views):
+            if v.buf.in_registers or not v.ts.aligned or self.only not in (None, v.buf.name):
                 continue
-            block = ts.layout.contiguous_run(v.shape, contig)
-            if block == 1:
-                continue
-            names = [f"x{d}" for d in range(len(v.shape))]
-            if not v.buf.ts.layout.is_packed:
-                # a layout without packs is linear: where a view starts does not change
-                # which of its values are adjacent, so one proof serves every origin
-                v = replace(v, origin=tuple(Const(0) for _ in v.origin))
-            offset = v.buf.ts.layout.buffer_expr(v.buf.shape, v.position([Var(n) for n in names]))
-            loops = tuple((n, r.lo, r.hi, r.step) for n, r in sorted(self.env.items()) if n in offset.vars())
-            claim = (
-                "fully contiguous" if contig >= full else f"contiguous in its {contig} inner physical dims (c{contig})"
-            )
-            what = f"{node.spec.short()}: operand {name} {ts.text()} is {claim} in {v.buf.name}"
-            self._claim(prove_adjacent(what, offset, ts.layout.buffer_expr(v.shape, names), v.shape, block, loops))
+            base, why = self.base_align.get(v.buf.name, (v.buf.align, f"buffer {v.buf.name}"))
+            what = f"{spec.short()}: operand {name} {v.ts.text()} is aligned to a {line}-byte line in {v.buf.name}"
+            self._claim(self._aligned_ob(what, v, [(0,) * len(v.shape)], line, base, why))
+
+    def _aligned_ob(self, what, v, coords, nbytes, base, why) -> Obligation:
+        offs = tuple(self.offset(v, c) for c in coords)
+        used = set().union(*(o.vars() for o in offs))
+        loops = tuple((n, r.lo, r.hi, r.step) for n, r in sorted(self.env.items()) if n in used)
+        return prove_aligned(what, offs, nbytes, v.buf.ts.dtype.nbytes, base, loops, why)
+
+    def rely_aligned(self, what, v, nbytes, coords):
+        """A kernel's aligned variant (a `X=aligned` template line): every access it makes
+        starts on an `nbytes` boundary for every value of the loop counters, in a buffer
+        aligned as codegen knows it (Buffer.align: a parameter only to its element)."""
+        if self.only not in (None, v.buf.name):
+            return
+        kind = "a parameter" if v.buf.align < ALIGN else "allocated"
+        what = f"{what} is {nbytes}-byte aligned in {v.buf.name}"
+        self._claim(self._aligned_ob(what, v, coords, nbytes, v.buf.align, f"buffer {v.buf.name} ({kind})"))
 
     def check_contiguous(self, node, views):
         """visit proves it (at every node, for every loop iteration)."""
@@ -118,7 +169,7 @@ class _ViewWalk(Emitter):
         """The stride a kernel's view claims, at the loops' first and last iterations."""
         last = {n: r.hi - r.hi % r.step for n, r in self.env.items()}
         for name, v in zip(param_names(node.spec), views):
-            if v.ts.stride is None:
+            if v.ts.stride is None or self.only not in (None, v.buf.name):
                 continue
             line = node.spec.target.line_bytes
             why = self.stride_mismatch(v, line) or self.stride_mismatch(v, line, at=last)
@@ -126,15 +177,25 @@ class _ViewWalk(Emitter):
             self._claim(Obligation(what, "refuted", why) if why else Obligation(what, "proved"))
 
 
-def prove_views(impl: Impl, rules=()) -> list[Obligation]:
+def prove_views(impl: Impl, rules=(), track_alignment: bool | None = None) -> list[Obligation]:
     """What codegen assumes of the views its kernels and loops index: each claim of
-    adjacency and stride holds in the buffers of the program's C (_ViewWalk), and the
-    C can be written at all (every kernel has a template for its operands, register
-    views start at whole registers, ...): a program codegen would refuse never proves."""
-    em = _ViewWalk(get_ctarget(impl.spec.target, rules))
+    adjacency and stride holds in the buffers of the program's C (_ViewWalk), every
+    access a kernel's aligned variant makes is aligned, and the C can be written at all
+    (every kernel has a template for its operands, register views start at whole
+    registers, ...): a program codegen would refuse never proves. Under
+    `track_alignment` (default: whether the rule files declare it), each view whose spec
+    claims alignment is aligned, taking the program's spec's claims of its parameters."""
+    if track_alignment is None:
+        track_alignment = get_engine(impl.spec.target, rules).tracks_alignment
+    em = _ViewWalk(get_ctarget(impl.spec.target, rules), track_alignment)
     what = f"codegen lowers {impl.spec.short()} to C"
+    views = parameter_views(em, impl.spec)[0]
+    line = impl.spec.target.line_bytes
+    for v, ts in zip(views, impl.spec.operands):
+        if ts.aligned and not v.buf.in_registers:
+            em.base_align[v.buf.name] = (line, f"parameter {v.buf.name} (as the program's spec claims)")
     try:
-        em.emit(impl, parameter_views(em, impl.spec)[0])
+        em.emit(impl, views)
     except CodegenError as e:
         return [*em.claims.values(), Obligation(what, "refuted", str(e))]
     return [*em.claims.values(), Obligation(what, "proved")]
@@ -145,54 +206,191 @@ VIEW_CAP = 4096  # spec classes per box whose views are checked one by one; beyo
 EMBED_GROWTH = 64  # how far a parameter's buffer may be grown to hold exactly what its spec claims
 
 
-def _embedded_views(em: _ViewWalk, spec) -> list:
-    """The views a decision's node sees of its spec's operands, in buffers that hold what
-    the spec claims and no more: a memo box's spec is a view inside some larger buffer,
-    so an operand claiming cN (0 < N < full) lies in a buffer grown along the logical
-    dimension of the outermost of its inner N physical dims, so that the values just
-    beyond its run are not adjacent. The growth is the smallest (up to EMBED_GROWTH)
-    under which the operand's own claims hold in the buffer: its adjacency (proved as
-    for programs) and its stride exponent sN; a claim no growth satisfies keeps the
-    exact buffer, and so does c0 (claiming nothing: a view of it stepping over values
-    would be a reshaped view, which codegen's spatial_split refuses of its operands;
-    the rules give a child of a c0 view adjacency only along single positions)."""
-    views = parameter_views(em, spec)[0]
+def _own_claims_hold(em: _ViewWalk, spec, name: str, cand: View) -> bool:
+    """Operand `name` of `spec` holds in view `cand` what it claims: its adjacency
+    (proved as for programs), its stride exponent sN and, under track_alignment, a
+    line-aligned first value if it claims alignment (its buffer's first value taken as
+    aligned)."""
+    ob = em.adjacency(spec, name, cand)
+    if ob is not None and ob.status != "proved":
+        return False
     line = spec.target.line_bytes
+    if em.stride_mismatch(cand, line):
+        return False
+    if em.track_alignment and cand.ts.aligned:
+        first = em.offset(cand, (0,) * len(cand.shape))
+        return isinstance(first, Const) and first.value * cand.ts.dtype.nbytes % line == 0
+    return True
+
+
+def _resized(v: View, shape, steps=None, origin=None) -> View:
+    buf = Buffer(v.buf.name, tuple(shape), v.ts, False, v.buf.root, align=v.buf.align)
+    return View(buf, v.origin if origin is None else origin, v.shape, v.ts, steps=steps)
+
+
+def _placement(v: View) -> str:
+    """Where an embedded operand lies, for a refutation's reader ("" for its exact
+    buffer at origin 0)."""
+    origin = [o.value if isinstance(o, Const) else o for o in v.origin]
+    if v.buf.shape == v.shape and not any(origin) and not v.steps:
+        return ""
+    text = f"in a {'x'.join(map(str, v.buf.shape))} buffer"
+    if any(origin):
+        text += f" at origin {origin}"
+    if v.steps:
+        d = next(j for j, k in enumerate(v.steps) if k != 1)
+        text += f", one position in {v.steps[d]} along dimension {d}"
+    return text
+
+
+def _embedded_views(em: _ViewWalk, spec, reshaped: bool = True) -> tuple[list, list]:
+    """The views a decision's node sees of its spec's operands: (one embedding of every
+    operand, [(operand, another view of it), ...] to prove the node at too).
+
+    A memo box's spec is a view inside some larger buffer, so each operand lies in a
+    buffer that holds what it claims and no more. An operand claiming cN (0 < N < full)
+    lies in a buffer grown along the logical dimension of the outermost of its inner N
+    physical dims, so that the values just beyond its runs are not adjacent. An operand
+    claiming c0 (no adjacency at all) takes every k-th position along the logical
+    dimension of its innermost physical dim that it spans (View.steps: no two of its
+    values adjacent, as spatial_split's view of a strided convolution's image), or,
+    where the node's family takes no reshaped operand (`reshaped` False: spatial_split,
+    whose C refuses them), lies in a buffer grown along the logical dimension of its
+    innermost physical dim (a view of one pixel of an image has its channels h * w
+    apart; in a linear layout only the innermost dim's run, if the view spans more than
+    one position of it, stays adjacent: no plain view breaks it). The growth or
+    step is the smallest (up to EMBED_GROWTH) under which the operand's own claims hold
+    in the buffer (_own_claims_hold); a claim no growth satisfies keeps the exact
+    buffer, and so does a full claim without a stride.
+
+    Where the layout has packs, which values are adjacent depends on where the view
+    starts in its packs too: the alternatives are the operand at every other origin
+    modulo its packs' periods (each packed logical dim, one period more of buffer)
+    where its own claims still hold, up to ORIGIN_CAP of them per operand. Without
+    packs a layout is linear, and where a view starts changes no claim (docs/legality.md)."""
+    views = parameter_views(em, spec)[0]
     out = list(views)
+    alts: list = []
     for i, (name, v) in enumerate(zip(param_names(spec), views)):
-        ts = v.ts
-        full = ts.layout.full_contiguity()
-        contig = full if ts.contig is None else ts.contig
-        pdims = ts.layout.pdims
-        if v.buf.in_registers or not pdims or contig == 0 or (contig >= full and ts.stride is None):
+        if v.buf.in_registers or not v.ts.layout.pdims or prod(v.shape) == 1:
             continue
+        key = (name, v.ts, v.shape, reshaped, em.track_alignment, spec.target.line_bytes)
+        if key not in _EMBEDDED:
+            _EMBEDDED[key] = _embed(em, spec, name, v, reshaped)
+        out[i], more = _EMBEDDED[key]
+        alts += [(i, alt) for alt in more]
+    return out, alts
+
+
+_EMBEDDED: dict = {}  # (name, tensor spec, shape, ...) -> _embed's answer: operands recur in many specs
+
+
+def _embed(em: _ViewWalk, spec, name: str, v: View, reshaped: bool) -> tuple[View, list]:
+    """Operand `name` of `spec` (view v, its exact buffer at origin 0) as _embedded_views
+    places it: (its view, [the view at another origin in its packs, ...])."""
+    ts = v.ts
+    full = ts.layout.full_contiguity()
+    contig = full if ts.contig is None else ts.contig
+    pdims = ts.layout.pdims
+    cands: list[View] = []
+    if contig == 0:
+        spans = [p.dim for p in reversed(pdims) if v.shape[p.dim] > 1]
+        d = spans[0] if spans and reshaped else pdims[-1].dim
+        for k in range(2, EMBED_GROWTH + 1):
+            shape = list(v.shape)
+            if reshaped:
+                shape[d] = (shape[d] - 1) * k + 1
+                steps = [1] * len(shape)
+                steps[d] = k
+                cands.append(_resized(v, shape, tuple(steps)))
+            else:
+                shape[d] += k - 1
+                cands.append(_resized(v, shape))
+    elif contig < full or ts.stride is not None:
         d = pdims[len(pdims) - contig].dim
         for grow in range(1, EMBED_GROWTH + 1):
             shape = list(v.shape)
             shape[d] += grow
-            buf = Buffer(v.buf.name, tuple(shape), ts, False, v.buf.root, align=v.buf.align)
-            cand = View(buf, v.origin, v.shape, ts)
-            probe = _ViewWalk(em.ct)
-            probe.visit(SpecHole(spec), [*out[:i], cand, *out[i + 1 :]])
-            own = [o for o in probe.claims.values() if f": operand {name} " in o.what]
-            if all(o.status == "proved" for o in own) and not probe.stride_mismatch(cand, line):
-                out[i] = cand
+            cands.append(_resized(v, shape))
+    v = next((c for c in cands if _own_claims_hold(em, spec, name, c)), v)
+    return v, (_pack_origins(em, spec, name, v) if ts.layout.is_packed else [])
+
+
+ORIGIN_CAP = 64  # other origins in its packs an operand of a packed layout is proved at
+
+
+def _pack_origins(em: _ViewWalk, spec, name: str, v: View) -> list:
+    """Operand `name` of `spec` (view v) at each origin other than 0
+    modulo the periods of its layout's packs (in a buffer one period longer along each
+    packed dimension) at which its own claims hold, in order, up to ORIGIN_CAP; one of
+    each set of origins that place its values alike relative to its first (the claims
+    of views of it are then the same)."""
+    periods: dict[int, int] = {}
+    for p in v.ts.layout.pdims:
+        if p.kind != "dyn":
+            periods[p.dim] = periods.get(p.dim, 1) * p.size
+    dims = sorted(periods)
+    shape = list(v.buf.shape)
+    for d in dims:
+        shape[d] += periods[d]
+    out = []
+    line = spec.target.line_bytes
+
+    def pattern(view: View) -> tuple:
+        """Where its values lie relative to its first (and that first value's place in a
+        line, where alignment is claimed): views alike in it back the same claims."""
+        off = em.value_offsets(view)
+        first = int(off[0]) * view.ts.dtype.nbytes % line if em.track_alignment else 0
+        return (first, *(off - off[0]).tolist())
+
+    seen = {pattern(v)}
+    for at in product(*[range(periods[d]) for d in dims]):
+        if not any(at):
+            continue
+        origin = [0] * len(v.shape)
+        for d, o in zip(dims, at):
+            origin[d] = o
+        cand = _resized(v, shape, v.steps, tuple(Const(o) for o in origin))
+        key = pattern(cand)
+        if key in seen:
+            continue
+        seen.add(key)
+        if _own_claims_hold(em, spec, name, cand):
+            out.append(cand)
+            if len(out) == ORIGIN_CAP:
                 break
     return out
 
 
-def prove_decision_views(spec, expansion, ct) -> Obligation | None:
+def prove_decision_views(spec, expansion, ct, track_alignment: bool = False) -> Obligation | None:
     """The first claim a decision's node (its children open) makes of a view that its
-    spec's operands, embedded as _embedded_views says, do not back; None if every one
-    holds. The claims are prove_views': each child's and kernel's adjacency and stride,
-    and that codegen can write the node's C."""
+    spec's operands, embedded as _embedded_views says (and at each alternative it
+    lists), do not back; None if every one holds. The claims are prove_views': each
+    child's and kernel's adjacency and stride, (under `track_alignment`) each child's
+    alignment, taking the spec's claims of its own operands (an operand claiming
+    alignment starts on a line), and that codegen can write the node's C."""
     node = node_from_expansion(spec, expansion)
-    em = _ViewWalk(ct)
-    try:
-        em.emit(node, _embedded_views(em, spec))
-    except CodegenError as e:
-        return Obligation(f"codegen lowers {spec.short()}'s {expansion.action} to C", "refuted", str(e))
-    return next((o for o in em.claims.values() if o.status != "proved"), None)
+    views, alts = _embedded_views(_ViewWalk(ct, track_alignment), spec, for_node(node).lowers_reshaped_operands)
+    names = param_names(spec)
+    for i, alt in [(None, None), *alts]:
+        em = _ViewWalk(ct, track_alignment)
+        vs = list(views) if i is None else [*views[:i], alt, *views[i + 1 :]]
+        em.only = None if i is None else alt.buf.name
+        line = spec.target.line_bytes
+        for name, v, ts in zip(names, vs, spec.operands):
+            if ts.aligned and not v.buf.in_registers:
+                em.base_align[v.buf.name] = (line, f"operand {name}'s buffer (as the box's spec claims)")
+        try:
+            em.emit(node, vs)
+        except CodegenError as e:
+            at = f" ({names[i]} {_placement(alt)})" if i is not None else ""
+            return Obligation(f"codegen lowers {spec.short()}'s {expansion.action} to C{at}", "refuted", str(e))
+        bad = next((o for o in em.claims.values() if o.status != "proved"), None)
+        if bad is not None:
+            # where the operand lies whose buffer the claim is about (each ends "in BUFFER")
+            notes = [f"{n} {p}" for n, v in zip(names, vs) if bad.what.endswith(f" in {n}") and (p := _placement(v))]
+            return replace(bad, what=f"{bad.what} ({'; '.join(notes)})") if notes else bad
+    return None
 
 
 def views_obligations(boxes, engine, progress=None) -> list[BoxObligation | None]:
@@ -202,9 +400,10 @@ def views_obligations(boxes, engine, progress=None) -> list[BoxObligation | None
     them (prove_decision_views), as `verify` proves them for a program. A class the rule
     files derive no such decision for is the rules obligation's to refute."""
     ct = get_ctarget(engine.target, engine.rules)
+    tracked = engine.tracks_alignment
 
     def check(s, action, e):
-        why = prove_decision_views(s, e, ct) if e is not None else None
+        why = prove_decision_views(s, e, ct, tracked) if e is not None else None
         return f"{why.what}: {why.detail}" if why is not None else None
 
     claim = "the views it builds back what its children and kernels claim"
@@ -248,7 +447,7 @@ def verify(impl: Impl, rules=()) -> VerifyReport:
         _add(rep, seen, [prove_layout(ts.layout, tuple(shp))])
     for node in nodes:
         _add(rep, seen, for_node(node).program_obligations(node, ctx))
-    _add(rep, seen, prove_views(impl, rules))
+    _add(rep, seen, prove_views(impl, rules, ctx.engine.tracks_alignment))
     rep.obligations += prove_memory(impl, tgt)
     rep.seconds = time.perf_counter() - t0
     return rep
