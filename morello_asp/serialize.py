@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from morello_asp.errors import InputError, MorelloError
+from morello_asp.errors import InputError, MorelloError, TargetError
 from morello_asp.ir import Impl, SpecHole
 from morello_asp.kinds import load as load_kinds
 from morello_asp.rewrites import for_node, for_node_tag
@@ -60,6 +60,7 @@ def from_json_with_rules(doc: dict) -> tuple[Impl, tuple[str, ...]]:
     if doc.get("version") != VERSION:
         raise MorelloError(f"program format version {doc.get('version')} is not supported (expected {VERSION})")
     try:
+        _check_target_file(doc.get("target"))
         target = get_target(doc.get("target") or None, tuple(doc.get("target_extra", ())))
         rules = tuple(str(rule_file(r)) for r in doc.get("rules", ()))
         if rules:
@@ -69,6 +70,20 @@ def from_json_with_rules(doc: dict) -> tuple[Impl, tuple[str, ...]]:
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
         raise MorelloError(f"malformed program: {type(e).__name__}: {e}") from None
+
+
+def _check_target_file(ref) -> None:
+    """A program names a target that is not installed by its file's absolute path
+    (target_ref): a file missing here (a native target is written on the machine it is
+    made for) is a TargetError saying what to do, not "unknown target"."""
+    if not isinstance(ref, str) or not ref.endswith(".lp") or not Path(ref).is_absolute() or Path(ref).exists():
+        return
+    if Path(ref).name.startswith("native-"):
+        raise TargetError(
+            f"the program was saved for target file {ref}, a native target written on the machine the program was "
+            "made on, and that file is not here: copy it here to that path, or synthesize the program again here"
+        )
+    raise TargetError(f"the program was saved for target file {ref}, which does not exist: put the file back there")
 
 
 def _load(d: dict, target: Target, root: bool = False) -> Impl:

@@ -235,3 +235,63 @@ def test_archspec_answer_is_remembered_in_the_user_cache(tmp_path, monkeypatch):
 
     monkeypatch.setattr(archspec.cpu, "host", no_asking)
     assert native.archspec_host() == first
+
+
+# ---- tables and programs of a native target, proved through the CLI (issue 57) ----------
+def test_db_verify_proves_a_table_built_with_this_machines_native_target(tmp_path, capsys):
+    """A table records its target's name (native_<microarchitecture>), which is no
+    --target name: db verify resolves this machine's native target from it (it said
+    "unknown target 'native_...'", exit 2). A program saved with native proves too."""
+    from morello_asp.cli import main
+
+    db, prog = tmp_path / "t.db", tmp_path / "p.json"
+    args = ["synth", "Matmul(4x4x4, f32)", "-q", "--target", "native", "--db", str(db), "--out", str(prog)]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(["db", "verify", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert " 0 refuted, 0 unknown" in out, out
+    assert main(["verify", str(prog)]) == 0
+    assert " obligations proved" in capsys.readouterr().out
+
+
+def test_db_verify_of_another_machines_native_table_says_what_to_pass(tmp_path, capsys):
+    """A table built for the native target of another machine (here a fake Zen 3's file)
+    names a target no file here has: one line naming the table and the target and what
+    to pass (its file, with --target), exit 2; with --target and that file it proves."""
+    from morello_asp.cli import main
+
+    host = native.detect(fake_sysfs(tmp_path / "sys", ZEN3_CACHES), cpu("zen3", features=("avx2", "fma")), cpus=[0])
+    if native.target_name(native.host()) == native.target_name(host):
+        pytest.skip("this machine's native target has the fake host's name")
+    path = native.write_target(host, tmp_path / "other")
+    db = tmp_path / "t.db"
+    assert main(["synth", "Matmul(2x2x2, f32)", "-q", "--target", str(path), "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert main(["db", "verify", str(db)]) == 2
+    cap = capsys.readouterr()
+    err = cap.err.strip()
+    assert "\n" not in err and "Traceback" not in err, err
+    assert err.startswith(f"morello-asp: error: memo table {db} was built for target native_zen3, the native target")
+    assert "pass --target with that file" in err
+    assert main(["db", "verify", str(db), "--target", str(path)]) == 0
+    assert " 0 refuted, 0 unknown" in capsys.readouterr().out
+
+
+def test_a_program_whose_native_target_file_is_gone_says_what_to_do(tmp_path, capsys):
+    """A program saved with a native target names the target's file; where that file is
+    missing (a program made on another machine), run and verify say so in one line."""
+    from morello_asp.cli import main
+
+    host = native.detect(fake_sysfs(tmp_path / "sys", ZEN3_CACHES), cpu("zen3", features=("avx2", "fma")), cpus=[0])
+    path = native.write_target(host, tmp_path / "other")
+    prog = tmp_path / "p.json"
+    assert main(["synth", "Matmul(2x2x2, f32)", "-q", "--target", str(path), "--out", str(prog)]) == 0
+    assert main(["verify", str(prog)]) == 0
+    path.unlink()
+    capsys.readouterr()
+    for cmd in (["verify", str(prog)], ["run", str(prog)]):
+        assert main(cmd) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and f"the program was saved for target file {path}, a native target" in err, err
+        assert "copy it here to that path, or synthesize the program again here" in err

@@ -11,8 +11,9 @@ import zlib
 from collections import defaultdict
 from pathlib import Path
 
-from morello_asp.cli.args import add_rules_option, check_rules, int_range, output_file
-from morello_asp.errors import InputError, MemoError, MorelloError
+from morello_asp import native
+from morello_asp.cli.args import add_rules_option, add_target_option, check_rules, int_range, output_file
+from morello_asp.errors import InputError, MemoError, MorelloError, TargetError
 from morello_asp.solver.memo.coords import from_coords
 from morello_asp.solver.memo.sqlite import (
     EXPANSIONS_VERSION,
@@ -27,6 +28,8 @@ from morello_asp.solver.memo.sqlite import (
 )
 from morello_asp.solver.memo.table import RectMemo
 from morello_asp.solver.search.engine import get_engine
+from morello_asp.target import ENCODINGS, NATIVE
+from morello_asp.user_cache import user_cache_dir
 
 
 def _volume(lo, hi) -> int:
@@ -347,7 +350,33 @@ def _read_expansions(src: str, meta: dict) -> list[tuple[str, str, list]]:
     return out
 
 
-def verify(path: str, rules=(), limit: int | None = None, quiet: bool = False) -> int:
+def table_target(path: str, meta: dict, target: str | None = None) -> str:
+    """The target to open the table at `path` with (its meta recording the name, tgt_name,
+    of the target it was built for), as get_target takes it: `target` if given (--target);
+    an installed target by its name; native for the name of this machine's native target.
+    A name no file here has (a native target of another machine, a target file given by
+    path) is a TargetError saying what to pass."""
+    name = str(meta.get("target") or "avx2")
+    if target is not None:
+        return target
+    if (ENCODINGS / "targets" / f"{name}.lp").exists():
+        return name  # a shipped target: its entry file is named as it names itself
+    if name.startswith(native.NAME_PREFIX):
+        here = native.target_name(native.host())
+        if name == here:
+            return NATIVE
+        raise TargetError(
+            f"memo table {path} was built for target {name}, the native target of another kind of machine "
+            f"(this one's is {here}), whose file is not here: pass --target with that file (the machine it was "
+            f"made on keeps it in {user_cache_dir() / 'native'}; `morello-asp targets` there names it)"
+        )
+    raise TargetError(
+        f"memo table {path} was built for target {name}, which is not an installed target (a target file given "
+        f"by its path): pass --target with that file"
+    )
+
+
+def verify(path: str, rules=(), limit: int | None = None, quiet: bool = False, target: str | None = None) -> int:
     """Prove every box of the table (solver/proofs/boxes.py); 1 if any claim is refuted."""
     from morello_asp.solver.proofs.verify import (
         verify_table,  # z3: loaded when this command runs, not for every command
@@ -359,13 +388,15 @@ def verify(path: str, rules=(), limit: int | None = None, quiet: bool = False) -
     finally:
         con.close()
 
-    check_rules(meta.get("target", "avx2"), rules)
-    engine = get_engine(meta.get("target", "avx2"), tuple(str(r) for r in rules))
+    tgt = table_target(path, meta, target)
+    check_rules(tgt, rules)
+    engine = get_engine(tgt, tuple(str(r) for r in rules))
     try:
         memo = open_memo(Path(path), engine)
     except MorelloError as e:
         raise MorelloError(
-            f"{e}\n(db verify checks a table against the logic files that built it: pass the same --rules)"
+            f"{e}\n(db verify checks a table against the logic files that built it: its target's and those of the "
+            "--rules it was built with)"
         ) from None
     show = not quiet and sys.stderr.isatty()
 
@@ -415,10 +446,15 @@ def register(sub) -> None:
         "--limit", type=int_range(1, what="a number of rectangles"), metavar="N", help="only the first N rectangles"
     )
     add_rules_option(v, "the extra rule files or rule sets the table was built with")
+    add_target_option(
+        v,
+        "the target the table was built for, by name or file (default: the one the table names; native for "
+        "this machine's native target)",
+    )
     v.add_argument(
         "-q",
         "--quiet",
         action="store_true",
         help="no progress line, no list of unknowns (warnings about your inputs still show)",
     )
-    v.set_defaults(func=lambda a: verify(a.file, a.rules, a.limit, a.quiet))
+    v.set_defaults(func=lambda a: verify(a.file, a.rules, a.limit, a.quiet, a.target))
