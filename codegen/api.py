@@ -26,7 +26,7 @@ from morello_asp.codegen.calling import (  # noqa: F401 (per_call: this module's
     loadable,
     per_call,
 )
-from morello_asp.codegen.convert import dense_order, from_buffer, to_buffer
+from morello_asp.codegen.convert import aligned_array, dense_order, from_buffer, to_buffer
 from morello_asp.codegen.ctarget import CTarget
 from morello_asp.codegen.emit import (
     bench_function,
@@ -67,7 +67,7 @@ class Program(Callable):
 
     A call passes the arrays' own memory to C whatever their alignment (the program
     assumes none for its parameters; codegen/emitter.py's Buffer.align), allocates an
-    output with np.empty (np.zeros only for one it accumulates into), and releases the GIL
+    output on a 64-byte line (zeroed only for one it accumulates into), and releases the GIL
     while C runs (fastcall.c; cffi, on the Python path). Only arrays whose memory is not in the operand's
     layout are copied: a strided slice, a layout that packs (copied in and out through
     convert.py), or an input that overlaps an output (the parameters are restrict)."""
@@ -135,8 +135,7 @@ class Program(Callable):
         if p.order is None or p.direct:
             return super()._new_output(o)
         # in buffer order, seen in logical order: the program writes it where it lies
-        shp = tuple(p.shape[d] for d in p.order)
-        buf = np.zeros(shp, p.dtype) if p.read else np.empty(shp, p.dtype)
+        buf = aligned_array([p.shape[d] for d in p.order], p.dtype, zero=p.read)
         return buf.transpose(np.argsort(p.order))
 
     def _buffer(self, i: int, a: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from morello_asp.codegen.convert import as_array
+from morello_asp.codegen.convert import aligned_array, as_array
 from morello_asp.codegen.ctarget import CTarget
 from morello_asp.codegen.emitter import inputs_of
 from morello_asp.codegen.padding import Padded
@@ -67,11 +67,11 @@ class Callable:
         raise NotImplementedError
 
     def _new_output(self, o: int) -> np.ndarray:
-        """A fresh array for output o: zeros if the program accumulates into it, else
-        uninitialised (the program writes every value)."""
+        """A fresh array for output o, its data on a 64-byte line (as fastcall.c's): zeros
+        if the program accumulates into it, else uninitialised (the program writes every
+        value)."""
         spec = self.spec
-        make = np.zeros if o in inputs_of(spec) else np.empty
-        return make(spec.operand_shapes[o], dtype=spec.operands[o].dtype.np_dtype)
+        return aligned_array(spec.operand_shapes[o], spec.operands[o].dtype.np_dtype, zero=o in inputs_of(spec))
 
     def _logical(self, i: int, x, what: str, output: bool = False) -> tuple[np.ndarray, bool]:
         """Argument x as operand i's array in logical shape, and whether it came without

@@ -9,6 +9,7 @@ converts with the same code that indexes it in C.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -18,12 +19,21 @@ from morello_asp.layout import Layout
 ALIGN = 64
 
 
-def aligned_empty(n: int, dtype) -> np.ndarray:
-    """A 1-D array of n values whose data starts on an ALIGN-byte boundary."""
+def aligned_empty(n: int, dtype, zero: bool = False) -> np.ndarray:
+    """A 1-D array of n values whose data starts on an ALIGN-byte boundary (zeros if
+    `zero`: calloc'd, as np.zeros): a view into a byte array, its base."""
     dtype = np.dtype(dtype)
-    raw = np.empty(n * dtype.itemsize + ALIGN, dtype=np.uint8)
+    raw = (np.zeros if zero else np.empty)(n * dtype.itemsize + ALIGN, dtype=np.uint8)
     start = (-raw.ctypes.data) % ALIGN
     return raw[start : start + n * dtype.itemsize].view(dtype)
+
+
+def aligned_array(shape, dtype, zero: bool = False) -> np.ndarray:
+    """A writeable C-contiguous array of `shape` whose data starts on an ALIGN-byte
+    boundary, where numpy's allocator puts large arrays 16 or 48 bytes past one (so a
+    program's 64-byte vector stores would split cache lines); zeros if `zero`."""
+    shape = tuple(shape)
+    return aligned_empty(math.prod(shape), dtype, zero).reshape(shape)
 
 
 @functools.lru_cache(maxsize=64)

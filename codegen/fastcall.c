@@ -6,7 +6,9 @@
  * whether a fresh one is zeroed (the program accumulates into it) or left empty. A call
  * then costs a few struct reads per array: exact ndarray, the plan's dtype, the shape,
  * C-contiguous and aligned (to its element), writeable for outputs; the data pointers go
- * to the program's `kernel_call(void **)` with the GIL released. Whatever fails a test
+ * to the program's `kernel_call(void **)` with the GIL released. An output the call
+ * allocates starts on a 64-byte line (new_output), so that no vector store of it splits a
+ * line; inputs are the caller's and read where they lie. Whatever fails a test
  * (another dtype or shape, a strided view, a torch tensor, an input overlapping an
  * output) returns NotImplemented, and the Python path (codegen/api.py) converts, copies
  * where it must, or says what is wrong. */
@@ -17,6 +19,7 @@
 
 #define MAX_OPS 32
 #define MAX_DIMS 16
+#define ALIGN 64 /* codegen/convert.py's ALIGN: a cache line, one AVX-512 vector */
 
 typedef struct {
     int index;                /* position in the program's parameter list */
@@ -25,6 +28,7 @@ typedef struct {
     npy_intp dims[MAX_DIMS];
     int squeezable;           /* dims[0] == 1: an array of dims[1:] is accepted too */
     int zero;                 /* an output the program reads: a fresh one is zeroed */
+    npy_intp nbytes;          /* the whole array's bytes */
 } OperandPlan;
 
 typedef struct {
@@ -54,9 +58,23 @@ static int read_operand(PyObject *t, OperandPlan *op) {
         PyErr_SetString(PyExc_ValueError, "too many dimensions for the call plan");
         return -1;
     }
+    /* the item size as Python reads it: PyArray_Descr's fields differ in numpy 1 and 2 */
+    PyObject *size = PyObject_GetAttrString((PyObject *)op->dtype, "itemsize");
+    if (!size) return -1;
+    op->nbytes = PyLong_AsSsize_t(size);
+    Py_DECREF(size);
+    if (op->nbytes < 0) return -1;
     for (int d = 0; d < op->ndim; d++) {
         op->dims[d] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, d));
-        if (op->dims[d] < 0 && PyErr_Occurred()) return -1;
+        if (op->dims[d] < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a negative dimension in the call plan");
+            return -1;
+        }
+        if (op->dims[d] && op->nbytes > NPY_MAX_INTP / 2 / op->dims[d]) {
+            PyErr_SetString(PyExc_ValueError, "an operand too large for the call plan");
+            return -1;
+        }
+        op->nbytes *= op->dims[d];
     }
     op->squeezable = op->ndim >= 2 && op->dims[0] == 1;
     op->zero = zero;
@@ -116,6 +134,32 @@ static int fits(PyObject *o, const OperandPlan *op, int writeable) {
     return 0;
 }
 
+/* A fresh output of op's shape (without its leading 1 if `drop`), C-contiguous and
+ * writeable, its data on an ALIGN-byte boundary (numpy's allocator puts large arrays 16
+ * or 48 bytes past one): a view at the first boundary inside a uint8 array of
+ * nbytes + ALIGN - 1, zeroed if the program accumulates into it (calloc, as np.zeros),
+ * which is the view's base and is freed with it. A new reference, or NULL with an
+ * exception set. */
+static PyObject *new_output(const OperandPlan *op, int drop) {
+    npy_intp rawlen = op->nbytes + ALIGN - 1;
+    PyObject *raw = op->zero ? PyArray_ZEROS(1, &rawlen, NPY_UINT8, 0) : PyArray_EMPTY(1, &rawlen, NPY_UINT8, 0);
+    if (!raw) return NULL;
+    char *data = PyArray_BYTES((PyArrayObject *)raw);
+    data += (ALIGN - (uintptr_t)data % ALIGN) % ALIGN;
+    Py_INCREF(op->dtype); /* PyArray_NewFromDescr steals it, on failure too */
+    PyObject *r = PyArray_NewFromDescr(&PyArray_Type, op->dtype, op->ndim - drop, op->dims + drop, NULL, data,
+                                       NPY_ARRAY_CARRAY, NULL);
+    if (!r) {
+        Py_DECREF(raw);
+        return NULL;
+    }
+    if (PyArray_SetBaseObject((PyArrayObject *)r, raw) < 0) { /* steals raw, on failure too */
+        Py_DECREF(r);
+        return NULL;
+    }
+    return r;
+}
+
 /* run(plan, inputs tuple, out) -> the output(s), out itself, or NotImplemented */
 static PyObject *run(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
     if (argc != 3 || !PyTuple_CheckExact(argv[1])) {
@@ -142,9 +186,7 @@ static PyObject *run(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
         for (int k = 0; k < p->nout; k++) {
             const OperandPlan *op = &p->out[k];
             int drop = squeeze && op->squeezable;
-            Py_INCREF(op->dtype); /* PyArray_Empty/Zeros steal it */
-            PyObject *r = op->zero ? PyArray_Zeros(op->ndim - drop, op->dims + drop, op->dtype, 0)
-                                   : PyArray_Empty(op->ndim - drop, op->dims + drop, op->dtype, 0);
+            PyObject *r = new_output(op, drop);
             if (!r) {
                 Py_XDECREF(result);
                 return NULL;

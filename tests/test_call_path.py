@@ -1,12 +1,18 @@
 """The call from Python (codegen/api.py, codegen/fastcall.c): arrays at any alignment
 and from other libraries reach the program without a copy, the GIL is released while
-C runs, and every path (fast, converting, overlapping) computes what numpy does."""
+C runs, every path (fast, converting, overlapping) computes what numpy does, and an
+output the call allocates starts on a 64-byte line, an ordinary array freed with its
+last reference."""
 
 from __future__ import annotations
 
+import gc
+import os
+import sys
 import threading
 import time
 import tracemalloc
+import weakref
 
 import ml_dtypes
 import numpy as np
@@ -78,6 +84,71 @@ def test_no_array_is_copied_on_the_way_in_or_out(mm):
     assert r.nbytes <= fresh < r.nbytes + 1024, f"{fresh} bytes allocated for a {r.nbytes}-byte output"
 
 
+def check_fresh(r: np.ndarray, shape, dtype=np.float32) -> None:
+    """An output the call allocated: on a 64-byte line, an ordinary writeable C-contiguous
+    array of the shape and dtype, whose memory goes when its last reference does."""
+    assert r.ctypes.data % 64 == 0, f"output at {r.ctypes.data % 64} bytes past a line"
+    assert type(r) is np.ndarray and r.shape == shape and r.dtype == dtype
+    assert r.flags.c_contiguous and r.flags.writeable and r.flags.aligned
+
+
+@pytest.mark.parametrize("path", ["fast", "python"])
+def test_outputs_the_call_allocates_start_on_a_line(mm, path):
+    """numpy puts an array 16 or 48 bytes past a line (large ones always): the program's
+    64-byte vector stores of its output would split lines. Twenty outputs kept alive, each
+    on a line; on the fast path (fastcall.c, C-contiguous inputs) and the Python path (a
+    strided input), with the leading batch 1 and without; values as numpy's."""
+    rng = np.random.default_rng(10)
+    big = rng.random((13, 17), dtype=np.float32)
+    a = big[1:, 1:] if path == "python" else np.ascontiguousarray(big[1:, 1:])
+    b = rng.random((16, 32), dtype=np.float32)
+    want = a @ b
+    kept = []
+    for k in range(20):
+        r = mm(a, b) if k % 2 else mm(a[None], b[None])
+        shape = (12, 32) if k % 2 else (1, 12, 32)
+        assert sys.getrefcount(r) == 2  # `r` alone (and getrefcount's argument)
+        np.testing.assert_allclose(r.reshape(12, 32), want, rtol=1e-5)  # zeroed, accumulated into
+        check_fresh(r, shape)
+        r += 1  # writeable through to its memory
+        np.testing.assert_allclose(r.reshape(12, 32), want + 1, rtol=1e-5)
+        kept.append(r)
+    wr = weakref.ref(kept[-1].base)
+    del r, kept
+    gc.collect()
+    assert wr() is None, "an output's memory outlived the output"
+
+
+def rss() -> int:
+    """This process's resident bytes now (Linux's /proc/self/statm)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads the resident size from /proc")
+@pytest.mark.parametrize(("path", "calls"), [("fast", 100_000), ("python", 10_000)])
+def test_fresh_outputs_do_not_leak(mm, path, calls):
+    """Each call's output (1.5 KiB, and the byte array under it) dropped at once: after
+    `calls` calls the process is no larger (a leak of its 1.6 KiB would be 16 MiB or
+    more, of the view object alone 10 MiB on the fast path), and the dtype the plan holds
+    has the references it had (fastcall.c increfs it for every output)."""
+    rng = np.random.default_rng(12)
+    big = rng.random((13, 17), dtype=np.float32)
+    a = big[1:, 1:] if path == "python" else np.ascontiguousarray(big[1:, 1:])
+    b = rng.random((16, 32), dtype=np.float32)
+    for _ in range(1000):  # warm: allocator pools, caches
+        mm(a, b)
+    gc.collect()
+    refs = sys.getrefcount(np.dtype(np.float32))
+    before = rss()
+    for _ in range(calls):
+        mm(a, b)
+    gc.collect()
+    grown = rss() - before
+    assert grown < 4 << 20, f"{grown / 2**20:.1f} MiB more resident after {calls} calls"
+    assert sys.getrefcount(np.dtype(np.float32)) - refs < 100
+
+
 def test_slices_transposes_and_other_orders_are_right(mm):
     rng = np.random.default_rng(2)
     big = rng.random((13, 40), dtype=np.float32)
@@ -91,16 +162,22 @@ def test_slices_transposes_and_other_orders_are_right(mm):
     np.testing.assert_allclose(out, a @ b, rtol=1e-5)
 
 
-def test_col_major_operand_takes_fortran_arrays_as_they_are():
-    spec = parse_spec(
-        f"(Matmul(1x3x64x5, (f32, GL, row_major), (f32, GL, col_major), (f32, GL, row_major), serial), {LIMITS})"
-    )
+@pytest.mark.parametrize("col", ["rhs", "out"])
+def test_col_major_operands_are_used_as_they_lie(col):
+    """A col_major rhs takes Fortran arrays as they are; a col_major output the call
+    allocates (on the Python path) is its buffer on a 64-byte line, seen transposed."""
+    rhs, out = ("col_major", "row_major") if col == "rhs" else ("row_major", "col_major")
+    spec = parse_spec(f"(Matmul(1x3x64x5, (f32, GL, row_major), (f32, GL, {rhs}), (f32, GL, {out}), serial), {LIMITS})")
     fn = compile_impl(synthesize(spec))
     rng = np.random.default_rng(3)
     a = rng.random((3, 64), dtype=np.float32)
     b = rng.random((64, 5), dtype=np.float32)
-    for rhs in (b, np.asfortranarray(b), b[None]):
-        np.testing.assert_allclose(fn(a, rhs), a @ b, rtol=1e-5)
+    for x in (b, np.asfortranarray(b), b[None]):
+        r = fn(a, x)
+        np.testing.assert_allclose(r, a @ b, rtol=1e-5)
+        if col == "out":
+            assert r.shape == (3, 5) and r.flags.f_contiguous and r.flags.writeable
+            assert r.ctypes.data % 64 == 0
 
 
 def test_an_input_that_is_the_output_is_read_before_it_is_written():
@@ -191,6 +268,8 @@ def test_several_outputs_and_a_softmax():
     den, uns = fn(x, mx)
     np.testing.assert_allclose(uns, np.exp(x - mx), rtol=1e-5)
     np.testing.assert_allclose(den, np.exp(x - mx).sum(axis=1, keepdims=True), rtol=1e-4)
+    check_fresh(den, (3, 1))  # each of several outputs on its line
+    check_fresh(uns, (3, 20))
     outs = (np.zeros((3, 1), np.float32), np.zeros((3, 20), np.float32))
     assert fn(x, mx, out=outs) is outs
     np.testing.assert_allclose(outs[1], uns, rtol=1e-6)
