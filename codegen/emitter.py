@@ -228,6 +228,14 @@ class Emitter:
         accesses the line makes, and the C relies on each being `nbytes`-aligned. Nothing
         here (aligned() decided it); solver/proofs/verify.py proves it with z3."""
 
+    def rely_vector(self, what: str, v: View, runs: list[list[tuple[int, ...]]], width: int) -> None:
+        """Called for each operand whose vectors a template line takes (`{X_v}`, in an
+        `@each` line): the C loads or stores vector j of view `v` as `width` values from
+        the address of its first (or takes it as one register variable), so it relies on
+        the values at the coordinates runs[j], in order, lying at consecutive offsets of the
+        buffer (runs[j] is short where the view ends first). Nothing here: the kernels'
+        rules require contiguous operands; solver/proofs/verify.py proves it with z3."""
+
     def pointer(self, v: View, coord) -> str:
         if v.buf.in_registers:
             raise CodegenError(f"a kernel asked for a pointer into register buffer {v.buf.name}")
@@ -236,9 +244,7 @@ class Emitter:
 
     def vector(self, v: View, j: int, vs: int) -> str:
         """The j-th vector of a view (in the view's layout order): register or pointer."""
-        # a reshaped view orders its values by its own layout (its dimensions are not the buffer's)
-        layout = v.buf.ts.layout if v.axes is None else v.ts.layout
-        coord = position_coord(layout, v.shape, j * vs)
+        coord = position_coord(order_layout(v), v.shape, j * vs)
         if not v.buf.in_registers:
             return self.pointer(v, coord)
         off = self.offset(v, coord)
@@ -448,6 +454,12 @@ def _bare(e: Expr) -> str:
     return " + ".join(t.to_c() for t in e.terms) if isinstance(e, Add) else e.to_c()
 
 
+def order_layout(v: View):
+    """The layout whose order a view's vectors take its values in: the buffer's, but a
+    reshaped view's own (its dimensions are not the buffer's)."""
+    return v.buf.ts.layout if v.axes is None else v.ts.layout
+
+
 def position_coord(layout, shape, pos: int) -> tuple[int, ...]:
     """The coordinate of the pos-th value of a `shape` tensor in `layout` order."""
     return _order(layout, tuple(shape))[pos]
@@ -472,6 +484,7 @@ def _order(layout, shape):
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _DTYPE_NAMES = frozenset(d.short for d in Dtype)
 _TAGGED = re.compile(r"^@([^:]*):\s?(.*)$")
+_VECTOR = re.compile(r"\{([A-Za-z][A-Za-z0-9]*)_v\}")  # {X_v}: vector j of operand X
 
 
 class KernelContext:
@@ -518,10 +531,19 @@ class KernelContext:
         zero = (0,) * len(v.shape)
         if not each or not self.vs or v.buf.in_registers:
             return [zero]
-        layout = v.buf.ts.layout if v.axes is None else v.ts.layout
-        vs = v.ts.vector_size or self.vs
+        return [run[0] for run in self.vector_runs(v)[1] if run] or [zero]
+
+    def vector_runs(self, v: View) -> tuple[int, list[list[tuple[int, ...]]]]:
+        """(width, runs): the coordinates of the values an `@each` line's {X_v} takes as
+        vector j of view `v`, in order (Emitter.vector's); a run is short where the view
+        ends before it."""
+        layout = order_layout(v)
+        width = v.ts.vector_size or self.vs or 1
         vol = prod(v.shape)
-        return [position_coord(layout, v.shape, j * vs) for j in range(self.nvec) if j * vs < vol] or [zero]
+        return width, [
+            [position_coord(layout, v.shape, p) for p in range(j * width, min((j + 1) * width, vol))]
+            for j in range(self.nvec)
+        ]
 
     def tag(self, t: str, each: bool = False) -> bool:
         if t == "each":
@@ -602,6 +624,13 @@ def expand_template(text: str, ctx: KernelContext) -> list[str]:
                 if not v.buf.in_registers:
                     what = f"{ctx.spec.short()}: kernel {ctx.kernel}'s aligned access to {x} {v.ts.text()}"
                     ctx.em.rely_aligned(what, v, ctx.align_bytes(), ctx.access_coords(v, each))
+        if each and ctx.nvec:  # what the line's vector loads and stores ({X_v}) rely on
+            for x in dict.fromkeys(m.group(1) for m in _VECTOR.finditer(code) if m.group(1) in ctx.names):
+                v = ctx.operand(x)
+                width, runs = ctx.vector_runs(v)
+                ctx.em.rely_vector(
+                    f"{ctx.spec.short()}: kernel {ctx.kernel}'s vectors of {x} {v.ts.text()}", v, runs, width
+                )
         reps = range(ctx.nvec) if "each" in tags else [None]
         if "each" in tags and not ctx.nvec:
             ctx.fail(ctx.no_vector("an @each line"))

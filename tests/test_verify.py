@@ -386,3 +386,77 @@ def test_a_rule_that_claims_alignment_wrongly_is_refuted(tmp_path):
     assert any("bytes past a 64-byte boundary" in o.detail for o in refuted)
     # without track_alignment the same claims say nothing, and are not proved
     assert not any("64-byte line" in o.what for o in verify(bad, ()).obligations)
+
+
+# ---- vector loads and stores (issue 57): each vector's values adjacent, in order ---------
+# avx2's VectorAssign rule without contiguous/2: a rule file that lets the kernel move any
+# operand. A row of a col-major rhs (1x1x8, c0: its values 8 apart) is then loaded as if
+# they were adjacent; codegen writes the program, and it computes the wrong product.
+VECTOR_ANY = (
+    "kernel_applies(S, vector_assign) :- spec(S, move), same_dtype(S), not scalar(S, 0),\n"
+    "    spec_operand(S, 0, _, L0, _, _, V0, Lay), spec_operand(S, 1, _, L1, _, _, V1, Lay),\n"
+    "    avx2_vassign_side(L0, L1), V = V0 + V1, V0 * V1 == 0, V > 0, spec_opvol(S, 0, Vol), Vol \\ V == 0.\n"
+)
+COL_MAJOR_RHS = (
+    "(Matmul(8x8x8, (f32, GL, row_major), (f32, GL, col_major), (f32, GL, row_major)), [16, 16, 1024, 33554432])"
+)
+
+
+def test_a_vector_kernel_on_an_operand_whose_values_are_not_adjacent_is_refuted(tmp_path):
+    """Every vector a kernel template loads or stores ({X_v}) is proved to be its values
+    in order at consecutive offsets, for every value of the loop counters: only the
+    kernels' rules (contiguous operands) said so. A rule file that applies VectorAssign
+    to a c0 view is refuted, naming the view; without it the same spec proves."""
+    rules = tmp_path / "vector_any.lp"
+    rules.write_text(VECTOR_ANY)
+    bad = synthesize(COL_MAJOR_RHS, db=None, rules=[str(rules)])
+    err, tol = bad.compile().check()
+    assert err > tol  # codegen wrote it, and it is wrong
+    refuted = [o for o in verify(bad, [str(rules)]).obligations if o.status == "refuted"]
+    assert len(refuted) == 1, refuted
+    assert refuted[0].what == (
+        "Move(1x1x8, L1, VRF): kernel VectorAssign's vectors of src (f32, L1, row_major, c0) are runs of 8 "
+        "adjacent values in rhs"
+    )
+    assert (
+        refuted[0].detail == "its vector 0's value 1 (at [0, 0, 1]) is 8 slots from its value 0 (at [0, 0, 0]), not 1"
+    )
+    good = verify(synthesize(COL_MAJOR_RHS, db=None))
+    assert good.ok, good
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        lambda: load(FIXTURES / "matmul_1024_default.json"),
+        lambda: load(FIXTURES / "register_resident_8x8x8.json"),
+        lambda: synthesize("Conv(1x16x8x5x5x1x1, f32)", db=None),
+    ],
+    ids=["matmul_1024", "register_resident", "conv"],
+)
+def test_the_vectors_of_legal_programs_prove(program):
+    """The shipped rules' programs (memory views and register views alike) prove."""
+    rep = verify(program())
+    assert rep.ok and any("adjacent values in" in o.what for o in rep.obligations), rep
+
+
+def test_a_vector_that_crosses_a_pack_at_some_iteration_is_refuted_with_the_loop_counter():
+    """Where the offsets' terms do not cancel (packs), z3 decides: 4 values along a
+    dimension packed by 4, from a column stepping by 2, cross into the next pack at
+    k0 = 2; stepping by 4 they never do."""
+    ts = parse_spec("(Zero(1x2x16, (f32, L1, [0, 2, 1, 2 p(4)])), [16, 16, 1024, 33554432])").operands[0]
+    em = _ViewWalk(get_ctarget("avx2"))
+    buf = Buffer("pb", (1, 2, 16), ts, False)
+    run = [[(0, 0, i) for i in range(4)]]
+    for step in (2, 4):
+        em.env["k0"] = VarRange(0, 12, step)
+        em.rely_vector(f"a load by {step}", View(buf, (Const(0), Const(0), Var("k0")), (1, 1, 4), ts), run, 4)
+    by2, by4 = em.claims.values()
+    assert by2.status == "refuted", by2
+    m = re.fullmatch(
+        r"its vector 0's value (\d) \(at \[0, 0, \d\]\) is \d+ slots from its value 0 \(at \[0, 0, 0\]\) "
+        r"\(at k0 = (\d+)\), not \d",
+        by2.detail,
+    )
+    assert m and int(m.group(2)) % 4 == 2 and int(m.group(1)) >= 4 - int(m.group(2)) % 4, by2.detail
+    assert by4.status == "proved", by4

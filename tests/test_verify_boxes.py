@@ -406,3 +406,30 @@ def test_a_packed_operand_is_proved_at_every_origin_in_its_packs():
     ob = prove_decision_views(spec, wrong_exp, ct)
     assert ob is not None and ob.status == "refuted", ob
     assert "is fully contiguous in out (out in a 1x4x9 buffer at origin [0, 1, 0])" in ob.what, ob
+
+
+# ---- vector loads and stores (issue 57) ----------------------------------------------------
+def test_a_box_whose_vector_kernel_takes_an_operand_with_no_adjacent_values_is_refuted(tmp_path, capsys):
+    """db verify proves each vector a box's kernel loads or stores ({X_v}) adjacent and in
+    order, in the views it places the box's operands in: a rule file applying VectorAssign
+    to operands claiming c0 (tests/test_verify.py's VECTOR_ANY) is refuted at its Move boxes
+    (a c0 operand one position in 2 of its buffer, a c1 one in a buffer one longer); the
+    shipped rules' table of the same spec proves."""
+    from test_verify import VECTOR_ANY  # tests/ is on sys.path
+
+    rules = tmp_path / "vector_any.lp"
+    rules.write_text(VECTOR_ANY)
+    spec = "(Matmul(1x8x8, (f32, GL, row_major), (f32, GL, col_major), (f32, GL, row_major)), [16, 16, 1024, 33554432])"
+    for extra, code in (([], 0), ([str(rules)], 1)):
+        db = tmp_path / f"t{len(extra)}.db"
+        synthesize(spec, db=str(db), rules=extra)
+        assert main(["db", "verify", str(db), *(["--rules", *extra] if extra else [])]) == code
+        out = capsys.readouterr().out
+        bad = [ln for ln in out.splitlines() if ln.startswith("[REFUTED]")]
+        assert bool(bad) == bool(code), out
+    assert all("select(VectorAssign)" in ln and "kernel VectorAssign's vectors of src" in ln for ln in bad), bad
+    assert any(
+        "vectors of src (f32, L1, row_major, c0) are runs of 8 adjacent values in src (src in a 1x1x15 buffer, one "
+        "position in 2 along dimension 2): its vector 0's value 1 (at [0, 0, 1]) is 2 slots from its value 0" in ln
+        for ln in bad
+    ), bad

@@ -262,3 +262,74 @@ def _aligned(offsets, nbytes, size, ranges) -> tuple[str, str]:
         f"its value at slot {slot}{' (at ' + at + ')' if at else ''} is {slot * size % nbytes} bytes past a "
         f"{nbytes}-byte boundary"
     )
+
+
+def prove_consecutive(
+    what: str,
+    runs: tuple[tuple[Expr, ...], ...],
+    coords: tuple[tuple[tuple[int, ...], ...], ...],
+    width: int,
+    ranges: tuple[tuple[str, int, int, int], ...] = (),
+) -> Obligation:
+    """Vector loads and stores: the values of each run (buffer offsets `runs[j]`, over
+    the loop counters in `ranges` as prove_adjacent takes them; at view coordinates
+    `coords[j]`) lie at consecutive offsets in order, value i at value 0's offset plus i,
+    for every value of the counters, and each run has all `width` values. A refutation
+    names the run, the two values and the counters' values."""
+    status, detail = _consecutive(runs, coords, width, ranges)
+    return Obligation(what, status, detail)
+
+
+def _linear(e: Expr) -> tuple[dict[Expr, int], int]:
+    """e as (coefficient of each non-constant term, constant): offsets differ by a
+    constant where their terms cancel, with no solver."""
+    terms: dict[Expr, int] = {}
+    const = 0
+    for t in e.terms if isinstance(e, Add) else (e,):
+        if isinstance(t, Const):
+            const += t.value
+            continue
+        coef, atom = (t.coef, t.term) if isinstance(t, Mul) else (1, t)
+        terms[atom] = terms.get(atom, 0) + coef
+    return {a: c for a, c in terms.items() if c}, const
+
+
+@functools.lru_cache(maxsize=8192)
+def _consecutive(runs, coords, width, ranges) -> tuple[str, str]:
+    short = next((j for j, run in enumerate(runs) if len(run) < width), None)
+    if short is not None:
+        n = len(runs[short])
+        return "refuted", f"its vector {short} takes {width} values, and the view has only {n} of them"
+    loops = {n: z3.Int(n) for n, *_ in ranges}
+    gaps = []  # (run, value, offset of value i less value 0's as z3), where the terms do not cancel
+    for j, run in enumerate(runs):
+        first, c0 = _linear(run[0])
+        for i, off in enumerate(run[1:], 1):
+            terms, c = _linear(off)
+            if terms == first:
+                if c - c0 != i:
+                    return "refuted", _not_consecutive(j, i, coords, c - c0, "")
+            else:
+                gaps.append((j, i, to_z3(off, loops) - to_z3(run[0], loops)))
+    if not gaps:
+        return "proved", ""
+    s = z3.Solver()
+    s.set("timeout", 20000)
+    for (_, lo, hi, step), v in zip(ranges, loops.values()):
+        s.add(lo <= v, v <= hi, v % step == 0)
+    s.add(z3.Or([g != i for _, i, g in gaps]))
+    r, m = solve(s)
+    if r == z3.unknown:
+        return "unknown", s.reason_unknown()
+    if r == z3.unsat:
+        return "proved", ""
+    j, i, g = next((j, i, g) for j, i, g in gaps if m.eval(g).as_long() != i)
+    at = ", ".join(f"{n} = {m.eval(v).as_long()}" for n, v in loops.items())
+    return "refuted", _not_consecutive(j, i, coords, m.eval(g).as_long(), at)
+
+
+def _not_consecutive(j: int, i: int, coords, gap: int, at: str) -> str:
+    return (
+        f"its vector {j}'s value {i} (at {list(coords[j][i])}) is {gap} slots from its value 0 (at "
+        f"{list(coords[j][0])}){' (at ' + at + ')' if at else ''}, not {i}"
+    )

@@ -30,6 +30,7 @@ from morello_asp.solver.proofs.obligations import (
     VerifyReport,
     prove_adjacent,
     prove_aligned,
+    prove_consecutive,
     prove_layout,
 )
 from morello_asp.solver.search.engine import get_engine
@@ -161,6 +162,18 @@ class _ViewWalk(Emitter):
         kind = "a parameter" if v.buf.align < ALIGN else "allocated"
         what = f"{what} is {nbytes}-byte aligned in {v.buf.name}"
         self._claim(self._aligned_ob(what, v, coords, nbytes, v.buf.align, f"buffer {v.buf.name} ({kind})"))
+
+    def rely_vector(self, what, v, runs, width):
+        """A kernel's vector loads and stores (`{X_v}`): each vector's `width` values lie
+        in order at consecutive offsets of the buffer, for every value of the loop
+        counters (the kernels' rules require contiguous operands; nothing else did)."""
+        if self.only not in (None, v.buf.name):
+            return
+        offs = tuple(tuple(self.offset(v, c) for c in run) for run in runs)
+        used = set().union(*(o.vars() for run in offs for o in run))
+        loops = tuple((n, r.lo, r.hi, r.step) for n, r in sorted(self.env.items()) if n in used)
+        what = f"{what} are runs of {width} adjacent values in {v.buf.name}"
+        self._claim(prove_consecutive(what, offs, tuple(tuple(run) for run in runs), width, loops))
 
     def check_contiguous(self, node, views):
         """visit proves it (at every node, for every loop iteration)."""
