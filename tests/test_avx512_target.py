@@ -191,14 +191,19 @@ def test_mixed_precision_specs_have_programs_on_avx512_and_match_numpy_where_the
 def test_the_l2_holds_only_packed_copies():
     """avx512's model machine (and so the native target on an AVX-512 host) has an L2 for
     packed panels only (tgt_level_copies_only/1, rules/copy_levels.lp): a cache move of a
-    view into it is not offered, a packing move is, and a program through it runs."""
+    view into it is not offered, a packing move is (of a view too large for L1: one that
+    fits there is copied there), and a program through it runs."""
     from morello_asp.solver.search.engine import get_engine
 
-    spec = parse_spec("Matmul(64x64x64, f32)", "avx512")
-    into_l2 = [x.action for x in get_engine("avx512").class_expansions(spec) if x.action.name == "move"]
-    into_l2 = [a for a in into_l2 if a.args[1] == "L2"]
-    assert into_l2 and all(a.args[2] != spec.operands[a.args[0]].layout for a in into_l2)
-    small = parse_spec("Matmul(4x4x16, f32)", "avx512")
+    def into_l2(text):
+        spec = parse_spec(text, "avx512")
+        moves = [x.action for x in get_engine("avx512").class_expansions(spec) if x.action.name == "move"]
+        return spec, [a for a in moves if a.args[1] == "L2"]
+
+    spec, moves = into_l2("Matmul(256x256x256, f32)")  # each operand 4,096 lines, L1 1,024
+    assert moves and all(a.args[2] != spec.operands[a.args[0]].layout for a in moves)
+    assert into_l2("Matmul(64x64x64, f32)")[1] == []  # 256 lines each: they fit in L1
+    small = parse_spec("Matmul(1x128x160, f32)", "avx512")  # B: 1,280 lines
     with pytest.raises(ScheduleError, match="does not apply"):
         small.to_accum().subschedule([1], lambda a: a.move_param(1, "L2"))
     partial = small.to_accum().subschedule([1], lambda a: a.move_param(1, "L2", "[0, 2, 1, 2 p(16)]"))

@@ -37,10 +37,14 @@ L2_PACKED = Path(__file__).parent.parent / "examples" / "avx2_l2_packed.lp"
 def test_the_packed_l2_example_holds_only_packed_copies_in_l2():
     """examples/avx2_l2_packed.lp (docs/default_matmul.md, "What does close most of it"): B packed into
     its L2 is allowed, and the rest of the program is synthesized and matches numpy; a
-    cache move of a view into that L2 is not offered."""
+    cache move of a view into that L2 is not offered, nor a copy of one that fits in L1
+    (rules/copy_levels.lp)."""
     t = get_target(str(L2_PACKED))
     assert t.level_names == ["RF", "VRF", "L1", "L2", "GL"]
-    spec = parse_spec("Matmul(4x4x16, f32)", t)
+    small = parse_spec("Matmul(4x4x16, f32)", t)  # B: 64 values, 4 of L1's 1024 lines
+    with pytest.raises(ScheduleError, match="does not apply"):
+        small.to_accum().subschedule([1], lambda a: a.move_param(1, "L2", "[0, 2, 1, 2 p(16)]"))
+    spec = parse_spec("Matmul(1x128x160, f32)", t)  # B: 1,280 lines
     with pytest.raises(ScheduleError, match="does not apply"):
         spec.to_accum().subschedule([1], lambda a: a.move_param(1, "L2"))
     partial = spec.to_accum().subschedule([1], lambda a: a.move_param(1, "L2", "[0, 2, 1, 2 p(16)]"))
