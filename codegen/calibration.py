@@ -38,8 +38,6 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import clingo.ast as cast
-
 from morello_asp.codegen.emit import emit_function, resolve
 from morello_asp.cost import compute_cost
 from morello_asp.cost_model import CostModel
@@ -47,7 +45,7 @@ from morello_asp.errors import TargetError
 from morello_asp.ir import Alloc, Impl, KernelApp, Loop
 from morello_asp.naming import snake
 from morello_asp.rewrites import for_node, node_from_expansion
-from morello_asp.solver.logic.files import with_includes
+from morello_asp.solver.logic.files import own_rules, with_includes
 from morello_asp.solver.search.engine import Engine
 from morello_asp.spec import Spec
 from morello_asp.target import ENCODINGS, Target
@@ -70,36 +68,6 @@ class Calibration:
     kernels: dict[str, tuple[int, int]] = field(default_factory=dict)  # kernel -> (Fixed, PerUnit)
     loop_per_iter: int = 0
     move_overhead: dict[str, int] = field(default_factory=dict)  # level name -> cost per copying move
-
-
-_INCLUDE = re.compile(r'^[ \t]*#include[ \t]+"[^"]+"[ \t]*\.', re.M)
-
-
-@dataclass(frozen=True)
-class _Rule:
-    head: str  # the head atom's name ("" for a constraint or a head clingo's parser does not name)
-    args: tuple[str, ...]  # its arguments, as written
-    text: str  # the rule, one line (clingo's parser)
-
-
-def _own_rules(path: Path) -> tuple[_Rule, ...]:
-    """The rules of a logic file itself, not of the files it #includes (directives and
-    comments left out)."""
-    out: list[_Rule] = []
-
-    def visit(stmt) -> None:
-        if stmt.ast_type != cast.ASTType.Rule:
-            return
-        head = ""
-        args: tuple[str, ...] = ()
-        if stmt.head.ast_type == cast.ASTType.Literal:
-            sym = getattr(stmt.head.atom, "symbol", None)
-            head = getattr(sym, "name", "") or ""
-            args = tuple(str(a) for a in (getattr(sym, "arguments", None) or ()))
-        out.append(_Rule(head, args, str(stmt)))
-
-    cast.parse_string(_INCLUDE.sub("", path.read_text()), visit)
-    return tuple(out)
 
 
 def rel_name(path: Path) -> str:
@@ -132,7 +100,7 @@ def layout_of(entry: Path) -> Layout:
     if not all(f.is_file() for f in files):
         missing = ", ".join(str(f) for f in files if not f.is_file())
         raise TargetError(f"target {entry}: cannot read {missing}")
-    rules = {f: _own_rules(f) for f in files}
+    rules = {f: own_rules(f) for f in files}
     units_files: list[Path] = []
     for f in files:
         u = f.parent / UNITS
@@ -140,7 +108,7 @@ def layout_of(entry: Path) -> Layout:
             units_files.append(u)
     units: dict[str, Path] = {}  # kernel -> the file giving its size term
     for u in units_files:
-        for r in _own_rules(u):
+        for r in own_rules(u):
             if r.head == "kernel_units" and len(r.args) == 3:
                 units.setdefault(r.args[1], u)
     kernels: set[str] = set()
@@ -187,7 +155,7 @@ def layout_of(entry: Path) -> Layout:
 
 def kept_rules(path: Path, drop: frozenset[str] | set[str] = frozenset(REPLACED)) -> list[str]:
     """The rules of a target file itself other than those calibration replaces."""
-    return [r.text for r in _own_rules(path) if r.head not in drop]
+    return [r.text for r in own_rules(path) if r.head not in drop]
 
 
 def kernels_of(target: Target) -> list[str]:
@@ -423,7 +391,7 @@ def rewritten(path: Path, base: Target) -> str:
         if not line.startswith("%"):
             break
         header.append(line[2:] if line.startswith("% ") else line[1:])
-    flags = tuple(r.args[0][1:-1] for r in _own_rules(path) if r.head == "tgt_c_flag" and r.args)
+    flags = tuple(r.args[0][1:-1] for r in own_rules(path) if r.head == "tgt_c_flag" and r.args)
     in_targets = path.resolve().parent == TARGETS.resolve()
     tgt = Engine(str(path)).target
     return target_text(tgt.name, base, read_calibration(tgt), "\n".join(header), None if in_targets else TARGETS, flags)

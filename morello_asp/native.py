@@ -32,11 +32,10 @@ from pathlib import Path
 from typing import Any
 
 import clingo
-import clingo.ast as cast
 
 from morello_asp.encodings import DIR
 from morello_asp.errors import TargetError
-from morello_asp.solver.logic.files import read_logic
+from morello_asp.solver.logic.files import own_rules, read_logic
 from morello_asp.user_cache import keep, pickled, stamp, user_cache_dir
 
 TARGETS = DIR / "targets"
@@ -259,30 +258,10 @@ def detect(sysfs: Path = SYSFS, cpu: Any = None, cpus: Iterable[int] | None = No
     )
 
 
-def _head(stmt) -> tuple[str, str] | None:
-    """(name, first argument) of a rule's head atom, None for anything else."""
-    if stmt.ast_type != cast.ASTType.Rule or stmt.head.ast_type != cast.ASTType.Literal:
-        return None
-    atom = stmt.head.atom
-    sym = getattr(atom, "symbol", None)
-    if sym is None:
-        return None
-    args = getattr(sym, "arguments", None) or ()
-    return getattr(sym, "name", ""), str(args[0]) if args else ""
-
-
 def rules_except(path: Path, drop: Callable[[str, str], bool]) -> list[str]:
     """The rules of a logic file (read with clingo's parser, one per line) but those whose
     head `drop(name, first argument)` refuses; comments and directives are left out."""
-    out: list[str] = []
-
-    def visit(stmt) -> None:
-        head = _head(stmt)
-        if stmt.ast_type == cast.ASTType.Rule and not (head and drop(*head)):
-            out.append(str(stmt))
-
-    cast.parse_files([str(path)], visit)
-    return out
+    return [r.text for r in own_rules(path) if not (r.head and drop(r.head, r.args[0] if r.args else ""))]
 
 
 def _levels(facts: dict) -> list[tuple]:

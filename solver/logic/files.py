@@ -11,7 +11,10 @@ import difflib
 import hashlib
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
+
+import clingo.ast as cast
 
 from morello_asp.encodings import DIR
 from morello_asp.errors import InputError
@@ -141,6 +144,35 @@ def with_includes(files) -> list[Path]:
     for f in files:
         visit(Path(f))
     return out
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule of a logic file, as clingo's parser reads it (own_rules)."""
+
+    head: str  # the head atom's name ("" for a constraint or a head clingo's parser does not name)
+    args: tuple[str, ...]  # its arguments, as written
+    text: str  # the rule, one line (clingo's parser)
+
+
+def own_rules(path: Path) -> tuple[Rule, ...]:
+    """The rules of a logic file itself, not of the files it #includes (directives and
+    comments left out): what a generated file may copy of it rule by rule."""
+    out: list[Rule] = []
+
+    def visit(stmt) -> None:
+        if stmt.ast_type != cast.ASTType.Rule:
+            return
+        head = ""
+        args: tuple[str, ...] = ()
+        if stmt.head.ast_type == cast.ASTType.Literal:
+            sym = getattr(stmt.head.atom, "symbol", None)
+            head = getattr(sym, "name", "") or ""
+            args = tuple(str(a) for a in (getattr(sym, "arguments", None) or ()))
+        out.append(Rule(head, args, str(stmt)))
+
+    cast.parse_string(_INCLUDE.sub("", Path(path).read_text()), visit)
+    return tuple(out)
 
 
 def texts_with_includes(files) -> list[str]:
