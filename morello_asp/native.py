@@ -282,6 +282,7 @@ def isa_files(isa: str) -> list[Path]:
 
 
 NAME_PREFIX = "native_"  # tgt_name of a native target: native_<microarchitecture>
+FILE_PREFIX = "native-"  # its file: native-<microarchitecture>-<hash of its text>.lp
 
 
 def target_name(host: Host) -> str:
@@ -352,7 +353,7 @@ def write_target(host: Host, directory: Path | None = None, text: str | None = N
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     path = (
         directory or user_cache_dir() / "native"
-    ) / f"native-{re.sub(r'[^A-Za-z0-9_.-]', '_', host.microarch)}-{digest}.lp"
+    ) / f"{FILE_PREFIX}{re.sub(r'[^A-Za-z0-9_.-]', '_', host.microarch)}-{digest}.lp"
     if _read(path) != text.strip():
         keep(path, text)
     if _read(path) != text.strip():

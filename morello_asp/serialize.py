@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from morello_asp import native
 from morello_asp.errors import InputError, MorelloError, TargetError
 from morello_asp.ir import Impl, SpecHole
 from morello_asp.kinds import load as load_kinds
@@ -78,7 +79,7 @@ def _check_target_file(ref) -> None:
     made for) is a TargetError saying what to do, not "unknown target"."""
     if not isinstance(ref, str) or not ref.endswith(".lp") or not Path(ref).is_absolute() or Path(ref).exists():
         return
-    if Path(ref).name.startswith("native-"):
+    if Path(ref).name.startswith(native.FILE_PREFIX):
         raise TargetError(
             f"the program was saved for target file {ref}, a native target written on the machine the program was "
             "made on, and that file is not here: copy it here to that path, or synthesize the program again here"
