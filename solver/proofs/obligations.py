@@ -166,6 +166,23 @@ def prove_catalog_layout(layout: Layout, rank: int) -> Obligation:
     return prove_layout(layout, tuple(2 * c if c > 1 else 3 for c in cover))
 
 
+def _over_loops(ranges, loops: dict | None = None) -> tuple[z3.Solver, dict]:
+    """A solver whose loop counters (`ranges`: (name, lo, hi, step)) take every value
+    they do in the program, and the counters as z3 integers by name (`loops`, if made
+    already)."""
+    loops = {n: z3.Int(n) for n, *_ in ranges} if loops is None else loops
+    s = z3.Solver()
+    s.set("timeout", 20000)
+    for (_, lo, hi, step), v in zip(ranges, loops.values()):
+        s.add(lo <= v, v <= hi, v % step == 0)
+    return s, loops
+
+
+def _at(m, loops: dict) -> str:
+    """The counters' values in a counterexample, for a refutation's reader."""
+    return ", ".join(f"{n} = {m.eval(v).as_long()}" for n, v in loops.items())
+
+
 def prove_adjacent(
     what: str,
     offset: Expr,
@@ -189,13 +206,9 @@ def _adjacent(offset, position, shape, block, ranges) -> tuple[str, str]:
     rank = len(shape)
     xs = [z3.Int(f"x{i}") for i in range(rank)]
     ys = [z3.Int(f"y{i}") for i in range(rank)]
-    loops = {n: z3.Int(n) for n, *_ in ranges}
+    s, loops = _over_loops(ranges)
     env_x = {**loops, **{f"x{i}": v for i, v in enumerate(xs)}}
     env_y = {**loops, **{f"x{i}": v for i, v in enumerate(ys)}}
-    s = z3.Solver()
-    s.set("timeout", 20000)
-    for (_, lo, hi, step), v in zip(ranges, loops.values()):
-        s.add(lo <= v, v <= hi, v % step == 0)
     for v, n in zip(xs + ys, shape + shape):
         s.add(0 <= v, v < n)
     s.add(to_z3(position, env_x) / block == to_z3(position, env_y) / block)
@@ -208,7 +221,7 @@ def _adjacent(offset, position, shape, block, ranges) -> tuple[str, str]:
         return "proved", ""
     a = [m.eval(v).as_long() for v in xs]
     b = [m.eval(v).as_long() for v in ys]
-    at = ", ".join(f"{n} = {m.eval(v).as_long()}" for n, v in loops.items())
+    at = _at(m, loops)
     gap = m.eval(ox - oy).as_long()
     return "refuted", (
         f"its values at {a} and {b} are {gap} slots apart{' (at ' + at + ')' if at else ''} "
@@ -244,11 +257,7 @@ def _aligned(offsets, nbytes, size, ranges) -> tuple[str, str]:
         if bad is None:
             return "proved", ""
         return "refuted", f"its value at slot {bad} is {bad * size % nbytes} bytes past a {nbytes}-byte boundary"
-    loops = {n: z3.Int(n) for n, *_ in ranges}
-    s = z3.Solver()
-    s.set("timeout", 20000)
-    for (_, lo, hi, step), v in zip(ranges, loops.values()):
-        s.add(lo <= v, v <= hi, v % step == 0)
+    s, loops = _over_loops(ranges)
     zs = [to_z3(o, loops) for o in offsets]
     s.add(z3.Or([(z * size) % nbytes != 0 for z in zs]))
     r, m = solve(s)
@@ -256,7 +265,7 @@ def _aligned(offsets, nbytes, size, ranges) -> tuple[str, str]:
         return "unknown", s.reason_unknown()
     if r == z3.unsat:
         return "proved", ""
-    at = ", ".join(f"{n} = {m.eval(v).as_long()}" for n, v in loops.items())
+    at = _at(m, loops)
     slot = next(m.eval(z).as_long() for z in zs if m.eval((z * size) % nbytes).as_long())
     return "refuted", (
         f"its value at slot {slot}{' (at ' + at + ')' if at else ''} is {slot * size % nbytes} bytes past a "
@@ -313,10 +322,7 @@ def _consecutive(runs, coords, width, ranges) -> tuple[str, str]:
                 gaps.append((j, i, to_z3(off, loops) - to_z3(run[0], loops)))
     if not gaps:
         return "proved", ""
-    s = z3.Solver()
-    s.set("timeout", 20000)
-    for (_, lo, hi, step), v in zip(ranges, loops.values()):
-        s.add(lo <= v, v <= hi, v % step == 0)
+    s, _ = _over_loops(ranges, loops)
     s.add(z3.Or([g != i for _, i, g in gaps]))
     r, m = solve(s)
     if r == z3.unknown:
@@ -324,7 +330,7 @@ def _consecutive(runs, coords, width, ranges) -> tuple[str, str]:
     if r == z3.unsat:
         return "proved", ""
     j, i, g = next((j, i, g) for j, i, g in gaps if m.eval(g).as_long() != i)
-    at = ", ".join(f"{n} = {m.eval(v).as_long()}" for n, v in loops.items())
+    at = _at(m, loops)
     return "refuted", _not_consecutive(j, i, coords, m.eval(g).as_long(), at)
 
 

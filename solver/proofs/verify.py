@@ -91,6 +91,12 @@ class _ViewWalk(Emitter):
         # node again with one operand elsewhere, whose other claims are the first walk's.
         self.only: str | None = None
 
+    def loops(self, *exprs) -> tuple[tuple[str, int, int, int], ...]:
+        """The enclosing loop counters that `exprs` read, as the proofs take them: (name,
+        lo, hi, step), by name."""
+        used = set().union(*(e.vars() for e in exprs))
+        return tuple((n, r.lo, r.hi, r.step) for n, r in sorted(self.env.items()) if n in used)
+
     def _claim(self, ob: Obligation) -> None:
         old = self.claims.get(ob.what)
         if old is None or (old.status == "proved" and ob.status != "proved"):
@@ -129,7 +135,7 @@ class _ViewWalk(Emitter):
             # which of its values are adjacent, so one proof serves every origin
             v = replace(v, origin=tuple(Const(0) for _ in v.origin))
         offset = v.buf.ts.layout.buffer_expr(v.buf.shape, v.position([Var(n) for n in names]))
-        loops = tuple((n, r.lo, r.hi, r.step) for n, r in sorted(self.env.items()) if n in offset.vars())
+        loops = self.loops(offset)
         claim = "fully contiguous" if contig >= full else f"contiguous in its {contig} inner physical dims (c{contig})"
         what = f"{spec.short()}: operand {name} {ts.text()} is {claim} in {v.buf.name}"
         return prove_adjacent(what, offset, ts.layout.buffer_expr(v.shape, names), v.shape, block, loops)
@@ -149,9 +155,7 @@ class _ViewWalk(Emitter):
 
     def _aligned_ob(self, what, v, coords, nbytes, base, why) -> Obligation:
         offs = tuple(self.offset(v, c) for c in coords)
-        used = set().union(*(o.vars() for o in offs))
-        loops = tuple((n, r.lo, r.hi, r.step) for n, r in sorted(self.env.items()) if n in used)
-        return prove_aligned(what, offs, nbytes, v.buf.ts.dtype.nbytes, base, loops, why)
+        return prove_aligned(what, offs, nbytes, v.buf.ts.dtype.nbytes, base, self.loops(*offs), why)
 
     def rely_aligned(self, what, v, nbytes, coords):
         """A kernel's aligned variant (a `X=aligned` template line): every access it makes
@@ -170,8 +174,7 @@ class _ViewWalk(Emitter):
         if self.only not in (None, v.buf.name):
             return
         offs = tuple(tuple(self.offset(v, c) for c in run) for run in runs)
-        used = set().union(*(o.vars() for run in offs for o in run))
-        loops = tuple((n, r.lo, r.hi, r.step) for n, r in sorted(self.env.items()) if n in used)
+        loops = self.loops(*(o for run in offs for o in run))
         what = f"{what} are runs of {width} adjacent values in {v.buf.name}"
         self._claim(prove_consecutive(what, offs, tuple(tuple(run) for run in runs), width, loops))
 
