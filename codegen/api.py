@@ -107,14 +107,14 @@ class Program(Callable):
         self._plans = plans
         self._in_plans = [p for p in plans if p.index not in spec.outputs]
         self._out_plans = [p for p in plans if p.index in spec.outputs]
-        fast = fastcall.module() if all(p.direct for p in plans) else None
+        fast = fastcall.module() if all(p.order is not None for p in plans) else None
         self._run = fast.run if fast else None
         self._fast = None
         if fast is not None:
             addr = int(self.module.ffi.cast("uintptr_t", self.module.ffi.addressof(lib, fname + "_call")))
 
             def entry(p: OperandPlan):
-                return (p.index, p.dtype, p.shape, p.read)
+                return (p.index, p.dtype, p.shape, p.read, p.order)
 
             self._fast = fast.plan(
                 addr, len(plans), tuple(map(entry, self._in_plans)), tuple(map(entry, self._out_plans))
@@ -122,8 +122,9 @@ class Program(Callable):
 
     def __call__(self, *args, out=None):
         """As Callable.__call__; arrays that are already what the program reads (the
-        spec's dtype and shape, C-contiguous row-major buffers) go straight to C
-        (fastcall.c), everything else through the Python path."""
+        spec's dtype and shape, laid out densely as the operand's layout orders them:
+        C-contiguous for row-major, `a.T` of a C-contiguous `a` for col-major) go straight
+        to C (fastcall.c), everything else through the Python path."""
         if self._fast is not None:
             r = self._run(self._fast, args, out)
             if r is not NotImplemented:

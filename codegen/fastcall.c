@@ -2,10 +2,13 @@
  * Python and numpy version; codegen/api.py uses it).
  *
  * A program's call plan is built once: for each operand, the numpy dtype, the shape
- * (and whether the shape without a leading batch 1 is accepted), and for each output
- * whether a fresh one is zeroed (the program accumulates into it) or left empty. A call
- * then costs a few struct reads per array: exact ndarray, the plan's dtype, the shape,
- * C-contiguous and aligned (to its element), writeable for outputs; the data pointers go
+ * (and whether the shape without a leading batch 1 is accepted), the order of its
+ * dimensions in memory (row-major: 0, 1, ...; col-major: reversed; any dense
+ * permutation a layout is), and for each output whether a fresh one is zeroed (the
+ * program accumulates into it) or left empty. A call then costs a few struct reads per
+ * array: exact ndarray, the plan's dtype, the shape, strides that lay it out densely in
+ * that order (C-contiguous for row-major; a transposed view such as `k.T` for col-major),
+ * aligned (to its element), writeable for outputs; the data pointers go
  * to the program's `kernel_call(void **)` with the GIL released. An output the call
  * allocates starts on a 64-byte line (new_output), so that no vector store of it splits a
  * line; inputs are the caller's and read where they lie. Whatever fails a test
@@ -26,8 +29,10 @@ typedef struct {
     PyArray_Descr *dtype;     /* a reference held by the plan */
     int ndim;
     npy_intp dims[MAX_DIMS];
+    int order[MAX_DIMS];      /* dimensions from the outermost in memory to the innermost */
     int squeezable;           /* dims[0] == 1: an array of dims[1:] is accepted too */
     int zero;                 /* an output the program reads: a fresh one is zeroed */
+    npy_intp itemsize;        /* one element's bytes */
     npy_intp nbytes;          /* the whole array's bytes */
 } OperandPlan;
 
@@ -47,11 +52,12 @@ static void plan_free(PyObject *capsule) {
     PyMem_Free(p);
 }
 
-/* (index, dtype, shape, zero) -> OperandPlan; 0 on success, -1 with an exception set. */
+/* (index, dtype, shape, zero, order) -> OperandPlan; 0 on success, -1 with an exception set. */
 static int read_operand(PyObject *t, OperandPlan *op) {
-    PyObject *dtype, *shape;
+    PyObject *dtype, *shape, *order;
     int zero;
-    if (!PyArg_ParseTuple(t, "iOO!p", &op->index, &dtype, &PyTuple_Type, &shape, &zero)) return -1;
+    if (!PyArg_ParseTuple(t, "iOO!pO!", &op->index, &dtype, &PyTuple_Type, &shape, &zero, &PyTuple_Type, &order))
+        return -1;
     if (!PyArray_DescrConverter(dtype, &op->dtype)) return -1; /* a new reference */
     op->ndim = (int)PyTuple_GET_SIZE(shape);
     if (op->ndim > MAX_DIMS) {
@@ -64,6 +70,7 @@ static int read_operand(PyObject *t, OperandPlan *op) {
     op->nbytes = PyLong_AsSsize_t(size);
     Py_DECREF(size);
     if (op->nbytes < 0) return -1;
+    op->itemsize = op->nbytes;
     for (int d = 0; d < op->ndim; d++) {
         op->dims[d] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, d));
         if (op->dims[d] < 0) {
@@ -75,6 +82,21 @@ static int read_operand(PyObject *t, OperandPlan *op) {
             return -1;
         }
         op->nbytes *= op->dims[d];
+    }
+    if (PyTuple_GET_SIZE(order) != op->ndim) {
+        PyErr_SetString(PyExc_ValueError, "the call plan's order is not a permutation of its dimensions");
+        return -1;
+    }
+    int seen = 0;
+    for (int j = 0; j < op->ndim; j++) {
+        long d = PyLong_AsLong(PyTuple_GET_ITEM(order, j));
+        if (d < 0 || d >= op->ndim || (seen >> d) & 1) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "the call plan's order is not a permutation of its dimensions");
+            return -1;
+        }
+        seen |= 1 << d;
+        op->order[j] = (int)d;
     }
     op->squeezable = op->ndim >= 2 && op->dims[0] == 1;
     op->zero = zero;
@@ -110,32 +132,47 @@ fail:
     return NULL;
 }
 
+/* The byte strides of an array of op's shape laid out densely in op's order. */
+static void dense_strides(const OperandPlan *op, npy_intp *strides) {
+    npy_intp step = op->itemsize;
+    for (int j = op->ndim - 1; j >= 0; j--) {
+        strides[op->order[j]] = step;
+        step *= op->dims[op->order[j]];
+    }
+}
+
 /* 1 if `o` is an ndarray the program can read (or, writeable, write) as it lies: the
- * plan's dtype, C-contiguous, aligned, its shape (2 with the leading batch 1 dropped). */
+ * plan's dtype, aligned, its shape (2 with the leading batch 1 dropped), and strides
+ * that are the dense ones of the plan's order (a dimension of length 1 has any). */
 static int fits(PyObject *o, const OperandPlan *op, int writeable) {
     if (!PyArray_CheckExact(o)) return 0;
     PyArrayObject *a = (PyArrayObject *)o;
     PyArray_Descr *d = PyArray_DESCR(a);
     if (d != op->dtype && !PyArray_EquivTypes(d, op->dtype)) return 0;
-    int want = NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | (writeable ? NPY_ARRAY_WRITEABLE : 0);
+    int want = NPY_ARRAY_ALIGNED | (writeable ? NPY_ARRAY_WRITEABLE : 0);
     if ((PyArray_FLAGS(a) & want) != want) return 0;
-    int nd = PyArray_NDIM(a);
-    const npy_intp *dims = PyArray_DIMS(a);
-    if (nd == op->ndim) {
-        for (int d = 0; d < nd; d++)
-            if (dims[d] != op->dims[d]) return 0;
-        return 1;
+    int nd = PyArray_NDIM(a), skip;
+    const npy_intp *dims = PyArray_DIMS(a), *strides = PyArray_STRIDES(a);
+    if (nd == op->ndim)
+        skip = 0;
+    else if (op->squeezable && nd == op->ndim - 1)
+        skip = 1; /* the array's dimension d is the plan's d + 1 */
+    else
+        return 0;
+    for (int k = 0; k < nd; k++)
+        if (dims[k] != op->dims[k + skip]) return 0;
+    npy_intp step = PyArray_ITEMSIZE(a);
+    for (int j = op->ndim - 1; j >= 0; j--) {
+        int k = op->order[j] - skip;
+        if (k < 0 || dims[k] == 1) continue; /* the dropped batch 1, or any length-1 dimension */
+        if (strides[k] != step) return 0;
+        step *= dims[k];
     }
-    if (op->squeezable && nd == op->ndim - 1) {
-        for (int d = 0; d < nd; d++)
-            if (dims[d] != op->dims[d + 1]) return 0;
-        return 2;
-    }
-    return 0;
+    return 1 + skip;
 }
 
-/* A fresh output of op's shape (without its leading 1 if `drop`), C-contiguous and
- * writeable, its data on an ALIGN-byte boundary (numpy's allocator puts large arrays 16
+/* A fresh output of op's shape (without its leading 1 if `drop`), dense in op's order
+ * (C-contiguous for row-major) and writeable, its data on an ALIGN-byte boundary (numpy's allocator puts large arrays 16
  * or 48 bytes past one): a view at the first boundary inside a uint8 array of
  * nbytes + ALIGN - 1, zeroed if the program accumulates into it (calloc, as np.zeros),
  * which is the view's base and is freed with it. A new reference, or NULL with an
@@ -146,9 +183,11 @@ static PyObject *new_output(const OperandPlan *op, int drop) {
     if (!raw) return NULL;
     char *data = PyArray_BYTES((PyArrayObject *)raw);
     data += (ALIGN - (uintptr_t)data % ALIGN) % ALIGN;
+    npy_intp strides[MAX_DIMS];
+    dense_strides(op, strides);
     Py_INCREF(op->dtype); /* PyArray_NewFromDescr steals it, on failure too */
-    PyObject *r = PyArray_NewFromDescr(&PyArray_Type, op->dtype, op->ndim - drop, op->dims + drop, NULL, data,
-                                       NPY_ARRAY_CARRAY, NULL);
+    PyObject *r = PyArray_NewFromDescr(&PyArray_Type, op->dtype, op->ndim - drop, op->dims + drop, strides + drop,
+                                       data, NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE, NULL);
     if (!r) {
         Py_DECREF(raw);
         return NULL;

@@ -164,20 +164,29 @@ def test_slices_transposes_and_other_orders_are_right(mm):
 
 @pytest.mark.parametrize("col", ["rhs", "out"])
 def test_col_major_operands_are_used_as_they_lie(col):
-    """A col_major rhs takes Fortran arrays as they are; a col_major output the call
-    allocates (on the Python path) is its buffer on a 64-byte line, seen transposed."""
+    """A col_major rhs takes Fortran arrays and transposed views (`k.T`, attention's
+    scores) as they are, on the compiled path; a col_major output the call allocates is
+    its buffer on a 64-byte line, seen transposed, on both paths. A C-ordered array for a
+    col_major operand is converted (the Python path)."""
     rhs, out = ("col_major", "row_major") if col == "rhs" else ("row_major", "col_major")
     spec = parse_spec(f"(Matmul(1x3x64x5, (f32, GL, row_major), (f32, GL, {rhs}), (f32, GL, {out}), serial), {LIMITS})")
     fn = compile_impl(synthesize(spec))
     rng = np.random.default_rng(3)
     a = rng.random((3, 64), dtype=np.float32)
     b = rng.random((64, 5), dtype=np.float32)
-    for x in (b, np.asfortranarray(b), b[None]):
-        r = fn(a, x)
-        np.testing.assert_allclose(r, a @ b, rtol=1e-5)
-        if col == "out":
-            assert r.shape == (3, 5) and r.flags.f_contiguous and r.flags.writeable
-            assert r.ctypes.data % 64 == 0
+    kt = np.ascontiguousarray(b.T).T  # a transposed view of a row-major (5, 64) array
+    for x in (b, np.asfortranarray(b), b[None], kt, np.asfortranarray(b)[None]):
+        fast = fn._run(fn._fast, (a, x), None)  # the compiled path, or NotImplemented
+        dense = x.flags.c_contiguous if col == "out" else x.reshape(64, 5).flags.f_contiguous
+        assert (fast is not NotImplemented) == dense, f"input strides {x.strides}"
+        for r in (fn(a, x), fast) if dense else (fn(a, x),):
+            np.testing.assert_allclose(r.reshape(3, 5), a @ b, rtol=1e-5)
+            if col == "out":
+                assert r.shape[-2:] == (3, 5) and r.flags.f_contiguous and r.flags.writeable
+                assert r.ctypes.data % 64 == 0
+    o = np.zeros((5, 3), np.float32).T if col == "out" else np.zeros((3, 5), np.float32)
+    assert fn._run(fn._fast, (a, kt if col == "rhs" else b), o) is o  # out= as it lies: no copy back
+    np.testing.assert_allclose(o, a @ b, rtol=1e-5)
 
 
 def test_an_input_that_is_the_output_is_read_before_it_is_written():
