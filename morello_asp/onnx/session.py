@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from morello_asp.codegen.convert import aligned_empty
 from morello_asp.default_table import DEFAULT_TABLE
 from morello_asp.errors import InputError
 from morello_asp.layout import Layout
@@ -156,7 +157,8 @@ class InferenceSession:
             for f in frees[i]:
                 free.append(f)
             frees[i] = []
-        self.buffers = [np.empty(n, np.float32) for n in sizes]
+        # on a 64-byte line, as the call's own outputs (numpy's would be 16 or 48 bytes past)
+        self.buffers = [aligned_empty(n, np.float32) for n in sizes]
         self._fresh = {st.out for st in plan.steps if st.spec is not None and st.out not in self.slot}
         self._bind()
         self.intermediate_bytes = sum(sizes) * 4
@@ -205,10 +207,10 @@ class InferenceSession:
             args = list(b.args)
             for pos, name, ops in b.dynamic:
                 args[pos] = _apply(env[name], ops)
-            out = b.out_array if b.out_array is not None else np.empty(b.out_shape, np.float32)
-            b.program(*args, out=out)
-            if b.out_array is None:
-                env[b.out] = out.reshape(b.tensor_shape)
+            if b.out_array is not None:
+                b.program(*args, out=b.out_array)
+            else:  # a model output: a new array, allocated by the call on a 64-byte line
+                env[b.out] = b.program(*args).reshape(b.tensor_shape)
         # an output a program wrote is a new array each run; anything else (a view of a
         # kept buffer, an input, a constant) is copied
         return [env[n] if n in self._fresh else np.array(env[n], dtype=np.float32) for n in names]
