@@ -131,6 +131,34 @@ class Program(Callable):
                 return r
         return super().__call__(*args, out=out)
 
+    def bind(self, args, out):
+        """As Callable.bind; on the compiled path the call is fastcall.c's alone (a
+        session's steps on its kept buffers), its checks repeated in C on every call. An
+        input not laid out as its operand is (a cropped view) is copied into a kept
+        buffer that is, by each call."""
+        if self._fast is None:
+            return super().bind(args, out)
+        args, copies = list(args), []
+        for k, p in enumerate(self._in_plans):
+            a = args[k]
+            if isinstance(a, np.ndarray) and a.dtype == p.dtype and a.shape in (p.shape, p.squeezed):
+                t = a.reshape(p.shape) if a.shape != p.shape else a  # adds the batch 1: a view
+                if not (t.transpose(p.order).flags.c_contiguous and t.flags.aligned):
+                    # not in the operand's layout (a cropped or strided view): each call copies
+                    # it into a kept buffer that is, instead of taking the converting path
+                    kept = self._new_output(p.index).reshape(a.shape)
+                    copies.append((kept, a))
+                    args[k] = kept
+        run, plan, fixed = self._run, self._fast, tuple(args)
+
+        def call():
+            for dst, src in copies:
+                np.copyto(dst, src)
+            if run(plan, fixed, out) is NotImplemented:  # e.g. an input overlapping out
+                self(*fixed, out=out)
+
+        return call
+
     def _new_output(self, o: int) -> np.ndarray:
         p = self._plans[o]
         if p.order is None or p.direct:

@@ -129,6 +129,12 @@ class Callable:
         ]
         return res[0] if len(res) == 1 else tuple(res)
 
+    def bind(self, args, out):
+        """A call of this program on these arrays, made once: `call()` runs it (writing
+        `out`) each time they hold new values. The arrays must stay alive and in place."""
+        args = tuple(args)
+        return lambda: self(*args, out=out)
+
     def padded(self, pad):
         """This program called on unpadded inputs: a `Padded` (codegen/padding.py) that
         writes each windowed input (a convolution's image) into the interior of a kept

@@ -118,11 +118,32 @@ class Padded:
         return self._inner[i]
 
     def __call__(self, *args, out=None):
+        full, copies = self._arguments(args)
+        for dst, src in copies:
+            dst[...] = src
+        return self.program(*full, out=out)
+
+    def bind(self, args, out):
+        """As Callable.bind: each call copies the windowed inputs into the borders'
+        interiors, then runs the program's own bound call."""
+        full, copies = self._arguments(args)
+        run = self.program.bind(full, out)
+
+        def call():
+            for dst, src in copies:
+                np.copyto(dst, src)
+            run()
+
+        return call
+
+    def _arguments(self, args) -> tuple[list, list[tuple[np.ndarray, np.ndarray]]]:
+        """The program's arguments for a call on `args` (the kept bordered buffers in
+        place of the windowed inputs) and the (interior, input) pairs to copy first."""
         spec = self.spec
         ins = [i for i in range(len(spec.operands)) if i not in spec.outputs]
         if len(args) != len(ins):
             raise CodegenError(f"{spec.short()} padded takes {len(ins)} input array(s), got {len(args)}")
-        full = []
+        full, copies = [], []
         for k, (i, x) in enumerate(zip(ins, args)):
             if i not in self._inner:
                 full.append(x)
@@ -140,9 +161,9 @@ class Padded:
                         f"argument {k + 1} has dtype {a.dtype}; {spec.short()} needs {inner.dtype} "
                         f"(use .astype(np.{inner.dtype}))"
                     )
-                inner[...] = a
+                copies.append((inner, a))
             full.append(self._buf[i])
-        return self.program(*full, out=out)
+        return full, copies
 
     def _pad_text(self, i: int) -> str:
         return ", ".join(f"{lo}/{hi}" for lo, hi in self.borders[i].values())

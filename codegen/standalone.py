@@ -167,7 +167,7 @@ def build_command(ct: CTarget, c_file: str, exe: str, openmp: bool) -> list[str]
         c_file,
         "-o",
         exe,
-        "-lm",  # the point kernel's operators (expf, fmaxf)
+        "-lm",  # the point kernel's operators (expf)
     ]
 
 

@@ -180,7 +180,7 @@ def test_user_kind_with_two_outputs(user_kinds):
 
 
 def test_user_max_reduction_starts_from_its_fill(user_kinds):
-    """max(x - y, 0) reduced with max: the generic scalar kernel's operators (fmaxf) and
+    """max(x - y, 0) reduced with max: the generic scalar kernel's operators (max) and
     the init kind's -inf, lowered to C from the declaration."""
     imp = synthesize("MaxRows(5x7, f32)", rules=[user_kinds])
     fn = imp.compile([user_kinds])

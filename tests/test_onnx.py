@@ -68,6 +68,40 @@ def test_mlp_matches_onnxruntime(db):
     np.testing.assert_allclose(y, onnxruntime_session(model).run(["y"], feed)[0], atol=1e-4 * max(1, np.abs(y).max()))
 
 
+def test_runs_are_independent_and_threads_may_share_a_session(db):
+    """Each run copies its inputs into the session's kept buffers and returns copies of
+    its outputs: an output kept from one run is not changed by the next, an input changed
+    after a run changes nothing, and runs from several threads at once each get their
+    own inputs' result (they take turns)."""
+    import threading
+
+    model = mlp()
+    sess = InferenceSession(model, db=db)
+    ref = onnxruntime_session(model)
+    feeds = [random_feed(sess, s) for s in range(6)]
+    want = [ref.run(None, f)[0] for f in feeds]
+    first = sess.run(None, feeds[0])[0]
+    feeds[0]["x"][...] = 0  # the caller's array, after the run
+    second = sess.run(None, feeds[1])[0]
+    np.testing.assert_allclose(first, want[0], atol=1e-4 * max(1, np.abs(want[0]).max()))
+    np.testing.assert_allclose(second, want[1], atol=1e-4 * max(1, np.abs(want[1]).max()))
+    got: dict = {}
+    wrong: list = []
+
+    def worker(k):
+        for _ in range(200):
+            got[k] = sess.run(None, feeds[k])[0]
+            if np.abs(got[k] - want[k]).max() > 1e-4 * max(1, np.abs(want[k]).max()):
+                wrong.append(k)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(1, 6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(got) == [1, 2, 3, 4, 5] and not wrong, f"runs of threads {sorted(set(wrong))} got another's result"
+
+
 def test_attention_block_matches_onnxruntime(db):
     model = attention()
     sess = InferenceSession(model, db=db)

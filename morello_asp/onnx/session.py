@@ -11,6 +11,7 @@ session. `run` then calls the programs on those buffers.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -47,21 +48,6 @@ class Program:
     impl: Any
     fn: Any
     seconds: float
-
-
-@dataclass
-class _Bound:
-    """One step's call, made once (InferenceSession._bind)."""
-
-    program: Any  # the compiled program (or its Padded call); None for a view
-    out: str
-    tensor_shape: tuple[int, ...]
-    source: str | None  # a view's
-    view: View
-    dynamic: list[tuple[int, str, View]]  # (argument position, tensor, ops) made per run; a view: non-empty if it is
-    args: tuple = ()
-    out_array: np.ndarray | None = None  # a kept buffer (None: a new array per run, an output of the model)
-    out_shape: tuple[int, ...] = ()
 
 
 def _apply(a: np.ndarray, ops: View) -> np.ndarray:
@@ -115,6 +101,7 @@ class InferenceSession:
             None if p is None else (p.fn.padded([st.pad[:2], st.pad[2:]]) if st.pad else p.fn)
             for st, p in zip(self.plan.steps, self.step_program)
         ]
+        self._lock = threading.Lock()
         self._plan_buffers()
 
     def _program(self, search, st: Step) -> Program:
@@ -159,7 +146,15 @@ class InferenceSession:
             frees[i] = []
         # on a 64-byte line, as the call's own outputs (numpy's would be 16 or 48 bytes past)
         self.buffers = [aligned_empty(n, np.float32) for n in sizes]
-        self._fresh = {st.out for st in plan.steps if st.spec is not None and st.out not in self.slot}
+        # each input is copied into a kept buffer of its own at the start of a run, and each
+        # output a program writes is kept too (run returns copies): every step's arguments
+        # are then fixed arrays, and its call is made once (_bind)
+        self._kept_in = {t.name: aligned_empty(prod(t.shape), np.float32).reshape(t.shape) for t in plan.inputs}
+        self._kept_out = {
+            st.out: aligned_empty(prod(st.out_shape), np.float32)
+            for st in plan.steps
+            if st.spec is not None and st.out not in self.slot
+        }
         self._bind()
         self.intermediate_bytes = sum(sizes) * 4
         self.unplanned_bytes = 4 * sum(prod(st.out_shape) for st in plan.steps if st.out in self.slot)
@@ -184,7 +179,7 @@ class InferenceSession:
                 raise InputError(f"no output {n!r} in the model (outputs: {', '.join(sorted(known))})")
         if not isinstance(input_feed, Mapping):
             raise InputError(f"input_feed: expected a mapping of names to arrays, not {type(input_feed).__name__}")
-        env: dict[str, np.ndarray] = {}
+        arrays = []
         for t in plan.inputs:
             if t.name not in input_feed:
                 raise InputError(f"input {t.name!r} is missing from input_feed")
@@ -193,61 +188,37 @@ class InferenceSession:
                 raise InputError(f"input {t.name!r} has dtype {a.dtype}; the model takes float32")
             if a.shape != tuple(t.shape):
                 raise InputError(f"input {t.name!r} has shape {a.shape}; the model takes {tuple(t.shape)}")
-            env[t.name] = np.ascontiguousarray(a)
+            arrays.append(a)
         extra = set(input_feed) - {t.name for t in plan.inputs}
         if extra:
             raise InputError(f"input_feed names {', '.join(sorted(extra))}, not inputs of the model")
-        env.update(self._static)
-        env.update(plan.consts_out)
-        for b in self._bound:
-            if b.program is None:
-                if b.dynamic:
-                    env[b.out] = _apply(env[b.dynamic[0][1]], b.view)
-                continue
-            args = list(b.args)
-            for pos, name, ops in b.dynamic:
-                args[pos] = _apply(env[name], ops)
-            if b.out_array is not None:
-                b.program(*args, out=b.out_array)
-            else:  # a model output: a new array, allocated by the call on a 64-byte line
-                env[b.out] = b.program(*args).reshape(b.tensor_shape)
-        # an output a program wrote is a new array each run; anything else (a view of a
-        # kept buffer, an input, a constant) is copied
-        return [env[n] if n in self._fresh else np.array(env[n], dtype=np.float32) for n in names]
+        with self._lock:  # the kept buffers are one run's
+            for t, a in zip(plan.inputs, arrays):
+                np.copyto(self._kept_in[t.name], a)
+            for call in self._calls:
+                call()
+            return [np.array(self._static[n], dtype=np.float32) for n in names]
 
     def _bind(self) -> None:
-        """Each step's call made once: the kept buffers never move, so every argument
-        that is one of them (or a view of one), or a constant, is a fixed array; only
-        what comes from the inputs, and the outputs, are made per run."""
-        static: dict[str, np.ndarray] = {}
-        self._bound: list[_Bound] = []
+        """Each step's call made once: every argument is a kept buffer (an input's, an
+        intermediate's slot, an output's), a view of one, or a constant, so each program
+        runs on fixed arrays (Program.bind: the compiled call alone)."""
+        static: dict[str, np.ndarray] = dict(self._kept_in)
+        static.update(self.plan.consts_out)
+        self._calls: list[Any] = []
         for st, prog, fn in zip(self.plan.steps, self.step_program, self.step_fn):
             if prog is None:
-                src = st.source
-                assert src is not None
-                dyn = src not in static
-                if not dyn:
-                    static[st.out] = _apply(static[src], st.view or [])
-                self._bound.append(_Bound(None, st.out, st.out_shape, src, st.view or [], dynamic=[(0, src, [])] * dyn))
+                assert st.source is not None
+                static[st.out] = _apply(static[st.source], st.view or [])
                 continue
             spec = prog.spec
             oshape = tuple(spec.operand_shapes[spec.output])
-            args: list[Any] = []
-            dynamic: list[tuple[int, str, View]] = []
-            for pos, a in enumerate(st.args):
-                if a.const is not None:
-                    args.append(a.const)
-                elif a.tensor in static:
-                    args.append(_apply(static[a.tensor], a.ops))
-                else:
-                    args.append(None)
-                    dynamic.append((pos, a.tensor, a.ops))  # type: ignore[arg-type]
-            out_array = None
-            if st.out in self.slot:
-                out_array = self.buffers[self.slot[st.out]][: prod(oshape)].reshape(oshape)
-                static[st.out] = out_array.reshape(st.out_shape)
-            b = _Bound(fn, st.out, st.out_shape, None, [], dynamic, tuple(args), out_array, oshape)
-            self._bound.append(b)
+            args = [a.const if a.const is not None else _apply(static[str(a.tensor)], a.ops) for a in st.args]
+            kept = self.buffers[self.slot[st.out]] if st.out in self.slot else self._kept_out[st.out]
+            out = kept[: prod(oshape)].reshape(oshape)
+            static[st.out] = out.reshape(st.out_shape)
+            assert fn is not None
+            self._calls.append(fn.bind(args, out))
         self._static = static
 
     # ------------------------------------------------------------------ what was made
