@@ -214,9 +214,12 @@ def test_resnet_bottleneck_block_matches_onnxruntime(db):
     # padding 1 on a 6x6 image: the 3x3 output reads a 7x7 one, so the bottom and right
     # zeros ONNX names are never read: (top, bottom, left, right) = (1, 0, 1, 0)
     assert plan["c2"].spec == "ConvS2(1x4x4x3x3x3x3, f32)" and plan["c2"].pad == (1, 0, 1, 0)
-    assert plan["down"].spec == "ConvS2(1x8x4x3x3x1x1, f32)"  # a 6x6 image: its last row and column cropped
-    assert plan["down"].args[0].ops == [("crop", (5, 5))]
+    # the strided 1x1 downsample: a matmul on every other pixel (a 6x6 image: 3x3 picked)
+    assert plan["down"].spec == "Matmul(1x8x4x9, f32)"
+    assert plan["down"].args[1].ops == [("stride", (2,)), ("crop", (3, 3)), ("reshape", (1, 4, 9))]
     assert plan["residual"].spec == "ElementwiseAdd(24x3, f32)"  # reads c3's tensor, computed before
+    # the pointwise convs of one image are matmuls, filters @ image rows (BatchNorm folded in)
+    assert plan["c1"].spec == "Matmul(1x4x4x36, f32)" and plan["c3"].spec == "Matmul(1x8x4x9, f32)"
 
 
 def test_conv_attributes_it_cannot_take_are_refused():

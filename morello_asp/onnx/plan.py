@@ -41,7 +41,9 @@ class ModelError(InputError):
     (exit 2 in the CLI)."""
 
 
-View = list[tuple[str, tuple[int, ...]]]  # ("reshape", shape), ("transpose", perm), ("crop", (h, w)), in order
+# ("reshape", shape), ("transpose", perm), ("crop", (h, w)), ("stride", (s,)): every s-th row
+# and column of the last two dimensions; applied in order
+View = list[tuple[str, tuple[int, ...]]]
 
 
 @dataclass
@@ -72,6 +74,7 @@ class Step:
     source: str | None = None  # the tensor a view views
     note: str = ""  # what the plan says of a step that became something else (a scale folded away)
     pad: tuple[int, ...] | None = None  # zeros around a conv's image (h before, h after, w before, w after)
+    filters: int = 1  # a conv's argument holding its filters (0: a pointwise conv lowered to a matmul)
 
     @property
     def label(self) -> str:

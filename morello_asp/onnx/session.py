@@ -11,6 +11,7 @@ session. `run` then calls the programs on those buffers.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -50,14 +51,26 @@ class Program:
     seconds: float
 
 
-def _apply(a: np.ndarray, ops: View) -> np.ndarray:
+def _apply(a: np.ndarray, ops: View, copies: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """The view `ops` make of kept array `a`. A reshape numpy can only make by copying (of
+    a strided or cropped view) reshapes a kept buffer instead, and (buffer, view) joins
+    `copies`: each run copies the view's values into it before the steps that read it."""
     for op, val in ops:
         if op == "transpose":
             a = a.transpose(val)
         elif op == "crop":  # the last two dimensions' first rows and columns
             a = a[..., : val[0], : val[1]]
+        elif op == "stride":  # every val[0]-th row and column of the last two dimensions
+            a = a[..., :: val[0], :: val[0]]
         else:
-            a = a.reshape(val)
+            try:
+                r = a.view()
+                r.shape = val  # raises rather than copy
+            except AttributeError:
+                kept = aligned_empty(a.size, np.float32).reshape(a.shape)
+                copies.append((kept, a))
+                r = kept.reshape(val)
+            a = r
     return a
 
 
@@ -150,6 +163,8 @@ class InferenceSession:
         # output a program writes is kept too (run returns copies): every step's arguments
         # are then fixed arrays, and its call is made once (_bind)
         self._kept_in = {t.name: aligned_empty(prod(t.shape), np.float32).reshape(t.shape) for t in plan.inputs}
+        self._out_names = [o.name for o in plan.outputs]
+        self._out_set = set(self._out_names)
         self._kept_out = {
             st.out: aligned_empty(prod(st.out_shape), np.float32)
             for st in plan.steps
@@ -172,48 +187,56 @@ class InferenceSession:
         """The outputs named (None: all, in the graph's order) for the inputs given by
         name, as numpy arrays (float32, the graph's static shapes)."""
         plan = self.plan
-        names = [o.name for o in plan.outputs] if output_names is None else list(output_names)
-        known = {o.name for o in plan.outputs}
-        for n in names:
-            if n not in known:
-                raise InputError(f"no output {n!r} in the model (outputs: {', '.join(sorted(known))})")
+        if output_names is None:
+            names = self._out_names
+        else:
+            names = list(output_names)
+            for n in names:
+                if n not in self._static or n not in self._out_set:
+                    known = ", ".join(sorted(self._out_set))
+                    raise InputError(f"no output {n!r} in the model (outputs: {known})")
         if not isinstance(input_feed, Mapping):
             raise InputError(f"input_feed: expected a mapping of names to arrays, not {type(input_feed).__name__}")
         arrays = []
         for t in plan.inputs:
             if t.name not in input_feed:
                 raise InputError(f"input {t.name!r} is missing from input_feed")
-            a = np.asarray(input_feed[t.name])
+            a = input_feed[t.name]
+            if type(a) is not np.ndarray:
+                a = np.asarray(a)
             if a.dtype != np.float32:
                 raise InputError(f"input {t.name!r} has dtype {a.dtype}; the model takes float32")
-            if a.shape != tuple(t.shape):
+            if a.shape != t.shape:
                 raise InputError(f"input {t.name!r} has shape {a.shape}; the model takes {tuple(t.shape)}")
             arrays.append(a)
-        extra = set(input_feed) - {t.name for t in plan.inputs}
-        if extra:
+        if len(input_feed) != len(arrays):
+            extra = set(input_feed) - {t.name for t in plan.inputs}
             raise InputError(f"input_feed names {', '.join(sorted(extra))}, not inputs of the model")
         with self._lock:  # the kept buffers are one run's
-            for t, a in zip(plan.inputs, arrays):
-                np.copyto(self._kept_in[t.name], a)
+            for kept, a in zip(self._kept_in.values(), arrays):
+                np.copyto(kept, a)
             for call in self._calls:
                 call()
-            return [np.array(self._static[n], dtype=np.float32) for n in names]
+            return [self._static[n].copy() for n in names]
 
     def _bind(self) -> None:
         """Each step's call made once: every argument is a kept buffer (an input's, an
         intermediate's slot, an output's), a view of one, or a constant, so each program
         runs on fixed arrays (Program.bind: the compiled call alone)."""
         static: dict[str, np.ndarray] = dict(self._kept_in)
-        static.update(self.plan.consts_out)
+        static.update((n, np.asarray(c, dtype=np.float32)) for n, c in self.plan.consts_out.items())
         self._calls: list[Any] = []
         for st, prog, fn in zip(self.plan.steps, self.step_program, self.step_fn):
+            copies: list[tuple[np.ndarray, np.ndarray]] = []
             if prog is None:
                 assert st.source is not None
-                static[st.out] = _apply(static[st.source], st.view or [])
+                static[st.out] = _apply(static[st.source], st.view or [], copies)
+                self._calls.extend(functools.partial(np.copyto, dst, src) for dst, src in copies)
                 continue
             spec = prog.spec
             oshape = tuple(spec.operand_shapes[spec.output])
-            args = [a.const if a.const is not None else _apply(static[str(a.tensor)], a.ops) for a in st.args]
+            args = [a.const if a.const is not None else _apply(static[str(a.tensor)], a.ops, copies) for a in st.args]
+            self._calls.extend(functools.partial(np.copyto, dst, src) for dst, src in copies)
             kept = self.buffers[self.slot[st.out]] if st.out in self.slot else self._kept_out[st.out]
             out = kept[: prod(oshape)].reshape(oshape)
             static[st.out] = out.reshape(st.out_shape)
