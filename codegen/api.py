@@ -154,8 +154,8 @@ class Program(Callable):
         def call():
             for dst, src in copies:
                 np.copyto(dst, src)
-            if run(plan, fixed, out) is NotImplemented:  # e.g. an input overlapping out
-                self(*fixed, out=out)
+            r = run(plan, fixed, out)
+            return self(*fixed, out=out) if r is NotImplemented else r  # e.g. an input overlapping out
 
         return call
 

@@ -130,8 +130,9 @@ class Callable:
         return res[0] if len(res) == 1 else tuple(res)
 
     def bind(self, args, out):
-        """A call of this program on these arrays, made once: `call()` runs it (writing
-        `out`) each time they hold new values. The arrays must stay alive and in place."""
+        """A call of this program on these arrays, made once: `call()` runs it each time
+        they hold new values, writing `out` (or, with out=None, returning a new output).
+        The arrays must stay alive and in place."""
         args = tuple(args)
         return lambda: self(*args, out=out)
 

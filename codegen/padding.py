@@ -132,7 +132,7 @@ class Padded:
         def call():
             for dst, src in copies:
                 np.copyto(dst, src)
-            run()
+            return run()
 
         return call
 

@@ -165,10 +165,13 @@ class InferenceSession:
         self._kept_in = {t.name: aligned_empty(prod(t.shape), np.float32).reshape(t.shape) for t in plan.inputs}
         self._out_names = [o.name for o in plan.outputs]
         self._out_set = set(self._out_names)
+        # an output no step reads is the call's own new array each run (no copy)
+        read = {a.tensor for st in plan.steps for a in st.args} | {st.source for st in plan.steps}
+        self._fresh = {st.out for st in plan.steps if st.spec is not None and st.out in outputs and st.out not in read}
         self._kept_out = {
             st.out: aligned_empty(prod(st.out_shape), np.float32)
             for st in plan.steps
-            if st.spec is not None and st.out not in self.slot
+            if st.spec is not None and st.out not in self.slot and st.out not in self._fresh
         }
         self._bind()
         self.intermediate_bytes = sum(sizes) * 4
@@ -192,7 +195,7 @@ class InferenceSession:
         else:
             names = list(output_names)
             for n in names:
-                if n not in self._static or n not in self._out_set:
+                if n not in self._out_set:
                     known = ", ".join(sorted(self._out_set))
                     raise InputError(f"no output {n!r} in the model (outputs: {known})")
         if not isinstance(input_feed, Mapping):
@@ -215,9 +218,14 @@ class InferenceSession:
         with self._lock:  # the kept buffers are one run's
             for kept, a in zip(self._kept_in.values(), arrays):
                 np.copyto(kept, a)
+            self._made: dict[str, np.ndarray] = {}
             for call in self._calls:
                 call()
-            return [self._static[n].copy() for n in names]
+            made, self._made = self._made, {}
+            return [made[n] if n in made else self._static[n].copy() for n in names]
+
+    def _new_output(self, name: str, shape: tuple[int, ...], call) -> None:
+        self._made[name] = call().reshape(shape)
 
     def _bind(self) -> None:
         """Each step's call made once: every argument is a kept buffer (an input's, an
@@ -237,10 +245,13 @@ class InferenceSession:
             oshape = tuple(spec.operand_shapes[spec.output])
             args = [a.const if a.const is not None else _apply(static[str(a.tensor)], a.ops, copies) for a in st.args]
             self._calls.extend(functools.partial(np.copyto, dst, src) for dst, src in copies)
+            assert fn is not None
+            if st.out in self._fresh:
+                self._calls.append(functools.partial(self._new_output, st.out, st.out_shape, fn.bind(args, None)))
+                continue
             kept = self.buffers[self.slot[st.out]] if st.out in self.slot else self._kept_out[st.out]
             out = kept[: prod(oshape)].reshape(oshape)
             static[st.out] = out.reshape(st.out_shape)
-            assert fn is not None
             self._calls.append(fn.bind(args, out))
         self._static = static
 
