@@ -215,3 +215,19 @@ def test_the_l2_holds_only_packed_copies():
         pytest.skip(f"this CPU lacks {', '.join(missing)}: the program is synthesized and proved, not run")
     err, tol = impl.compile().check()
     assert err <= tol
+
+
+def test_a_transposing_move_turns_16x16_blocks_around_in_registers():
+    """A col_major tile copied into row-major order: the search moves each 16 x 16 block's
+    output into vector registers and VectorTranspose16 (avx512/kernels_transpose.lp)
+    loads the block's 16 columns and shuffles them into its 16 rows; z3 proves the
+    program, and it matches numpy where the CPU has avx512f."""
+    spec = parse_spec("Move(1x32x16, (f32, GL, col_major), (f32, GL, row_major))", "avx512")
+    imp = synthesize(spec, db=None)
+    assert "VectorTranspose16" in str(imp), str(imp)
+    assert verify(imp).ok
+    missing = get_ctarget("avx512").missing_cpu_flags()
+    if missing:
+        pytest.skip(f"this CPU lacks {', '.join(missing)} (/proc/cpuinfo): the program compiled, not run")
+    err, tol = imp.compile().check()
+    assert err <= tol
