@@ -12,7 +12,7 @@ and torch.softmax (torch.set_num_threads(1)). For softmax(A @ B) a fourth conten
 the same two specs synthesized separately (Matmul, then Softmax2 on its output) and run
 one after the other: what fusing them buys, measured. With --search-fused, softmax(A @ B)
 is also synthesized from the Compose spec alone (no guide; rule set fuse_in_cache) and
-timed as "searched". Times are medians; the table
+timed as "searched" (and the separate pair against it). Times are medians; the table
 gives ratios, other contender's time over ours (> 1: ours is faster), and names the
 target (default native, this machine's; --target names another) and the CPU. numpy and
 torch run at the full ISA of the CPU unless --hold-back (benchmarks/host.py).
@@ -101,15 +101,28 @@ def best_time(fn, min_time: float = 0.02) -> float:
     return best
 
 
-BAND_BYTES = int(os.environ.get("MORELLO_ASP_BAND_BYTES", 16384))
+def band_bytes() -> int:
+    """The most bytes a band's intermediate may take: MORELLO_ASP_BAND_BYTES, else the
+    largest power of two within 2/3 of this host's L1 data cache (the rest for B's panel
+    and the output rows), 16 KiB where sysfs does not say. Measured: Zen 3 (32 KiB L1),
+    16 KiB bands beat 32 KiB ones (separate / fused 1.29 against 1.08, 2026-11-25); Zen 5
+    (48 KiB), 32 KiB bands beat 16 KiB ones (1.085 against 1.058, 2026-11-29)."""
+    if "MORELLO_ASP_BAND_BYTES" in os.environ:
+        return int(os.environ["MORELLO_ASP_BAND_BYTES"])
+    from morello_asp.native import host
+
+    l1 = host().data_cache(1)
+    if l1 is None:
+        return 16384
+    return 1 << ((2 * l1.size // 3).bit_length() - 1)
 
 
 def band_rows(case: Case) -> int:
     """Rows per band of the guided softmax(A @ B): the band's intermediate (rows x cols
-    f32) within 16 KiB, half of the L1 the avx2 target models (8 ways x 64 sets of 64
-    bytes), and at least two bands."""
+    f32) within band_bytes(), and at least two bands."""
+    limit = band_bytes()
     t = 1
-    while t * 2 * case.cols * 4 <= BAND_BYTES and t * 2 < case.rows and case.rows % (t * 2) == 0:
+    while t * 2 * case.cols * 4 <= limit and t * 2 < case.rows and case.rows % (t * 2) == 0:
         t *= 2
     return t
 
@@ -285,6 +298,7 @@ def main(argv=None) -> int:
     head += f" {'separate/ours':>13}"
     if args.search_fused:
         head += f" {'searched':>11} {'searched/ours':>13}" + (f" {'torch/searched':>14}" if use_torch else "")
+        head += f" {'separate/searched':>17}"
     head += f" {'max |err|':>9} {'tolerance':>9} {'load':>14}"
     print(head, flush=True)
     results = []
@@ -300,8 +314,9 @@ def main(argv=None) -> int:
             if "searched" in t:
                 line += f" {t['searched'] * 1e6:>8.1f} us {t['searched'] / t['ours']:>13.2f}"
                 line += f" {t['torch'] / t['searched']:>14.2f}" if use_torch else ""
+                line += f" {t['separate'] / t['searched']:>17.2f}"
             else:
-                line += f" {'-':>11} {'-':>13}" + (f" {'-':>14}" if use_torch else "")
+                line += f" {'-':>11} {'-':>13}" + (f" {'-':>14}" if use_torch else "") + f" {'-':>17}"
         line += f" {r['err']:>9.2g} {r['tol']:>9.2g} {load_average():>14}"
         print(line, flush=True)
         if args.show:

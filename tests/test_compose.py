@@ -129,6 +129,23 @@ def test_fused_and_bufferized_chains_run_and_are_proved():
         assert any("the stages write every point of output" in o.what for o in rep.obligations)
 
 
+def test_fuse_in_cache_keeps_the_intermediate_in_the_innermost_cache():
+    """options/fuse_in_cache.lp on a target with two cache levels (avx512: L1 and L2):
+    bufferize is offered at L1 only; without the option at every level. (On the native
+    Zen 5 target the search had taken the whole intermediate in L2, the separate program
+    with its buffer there, 1.6 times slower than bands in L1: docs/results/softmax.md.)"""
+    from morello_asp.solver.search.engine import get_engine
+
+    s = parse_spec("Compose((Softmax2, Matmul), [1x8x8, 1x8x64], f32)", "avx512")
+
+    def levels(rules):
+        acts = (str(x.action) for x in get_engine("avx512", rules).expand(s))
+        return sorted(a.split(", ")[1] for a in acts if a.startswith("bufferize"))
+
+    assert levels(()) == ["GL", "L1", "L2", "VRF"]
+    assert levels(("fuse_in_cache",)) == ["L1"]
+
+
 # --------------------------------------------------------------------- synthesis
 @pytest.mark.slow
 @pytest.mark.parametrize(

@@ -201,6 +201,50 @@ def test_online_softmax_kernel_runs_and_is_proved(n):
         assert rep.ok, str(rep)
 
 
+# ------------------------------------------------ the AVX-512 C of the row kernels
+@pytest.mark.parametrize("n", [5, 37, 200])
+def test_avx512_row_kernels_run_and_are_proved(n):
+    """The avx512 target's C of every softmax row kernel (avx512/softmax_kernels_c.lp:
+    16-wide, masked tails): rows of n (only a tail; whole vectors and a tail; blocks of
+    4 vectors, then a part of a vector), values spanning 60 with the maximum rising along a row,
+    through the three decompositions (unscaled then divided, denominator then exp again,
+    online then exp again) and the online accumulation over parts of 64, 16 or 8 and a
+    boundary part; compiled in one module, run against float64 where the CPU has avx512f, proved.
+    The kernels' costs count 16-wide vectors there (avx2_lanes/1)."""
+    from morello_asp.codegen.api import compile_many
+    from morello_asp.codegen.ctarget import get_ctarget
+
+    s = parse_spec(f"Softmax1(3x{n}, f32)", "avx512")
+
+    def split_online(r):
+        return (
+            r.to_softmax_parts_recompute("RF")
+            .subschedule([0], lambda m: m.to_accum().subschedule([2], lambda a: a.tile([1, part])))
+            .subschedule([1], lambda c: c.move_param(0, "L1").move_param(3, "L1").select("VectorSoftmaxCompleteLoop"))
+        )
+
+    progs = [s.tile([1, n]).subschedule([0], f) for f in (_unscaled_row, _recompute_row, _online_row)]
+    part = next((p for p in (64, 16, 8) if p < n), None)
+    if part:
+        progs.append(s.tile([1, n]).subschedule([0], split_online).synthesize_all(db=None))
+    for prog in progs:
+        c = prog.to_c()
+        assert "avx512_exp_ps" in c and "avx2_exp_ps" not in c, c
+        rep = verify(prog)
+        assert rep.ok, str(rep)
+    m = "MaxAccum1(1x64, (f32, L1, row_major), (f32, RF, row_major), serial)"
+    costs = [str(parse_spec(m, t).select("VectorMaxLoop")).split("cost ")[1] for t in ("avx512", "avx2")]
+    assert costs == ["5", "9"]  # 64 / 16 or 64 / 8 vectors, + 1: each target's width
+    missing = get_ctarget("avx512").missing_cpu_flags()
+    if missing:
+        pytest.skip(f"this CPU lacks {', '.join(missing)}: AVX-512 programs compiled, not run")
+    rng = np.random.default_rng(n)
+    x = (rng.random((3, n)) * 60 - 30).astype(np.float32)
+    x[1] = np.sort(x[1])  # the running maximum rises block after block
+    for fn in compile_many(progs):
+        close(fn(x), softmax64(x, 1), s)
+
+
 # ------------------------------------------- the online form, split across tiles
 def test_online_accumulation_is_declared_and_merges_exactly():
     """SoftmaxDenominatorAndMaxAccum merges a part's maximum and denominator into the
