@@ -162,7 +162,7 @@ def rowmajor_program(k: int, n: int, parallel: bool, nt: int = 64, kb: int = 4):
 
 def int8_program(size: int):
     """u8 x i8 -> i16: W packed once into k-pairs (`[0, 1, 2, 1 p(2)]`), then 4 x 16
-    output tiles in four ymm registers, k in blocks of 128, each k-pair a
+    output tiles in four ymm registers, k in blocks of 64, each k-pair a
     TwoVecBroadcastVecMultAddU8S8S16 (vpmaddubsw + vpaddw) per row."""
     from morello_asp import parse_spec
 
@@ -189,10 +189,10 @@ def int8_program(size: int):
         ),
     )
     prog = prog.subschedule([1, 0], lambda z: z.select("MemsetZero"))
-    # k in blocks of at most 128: the k-pairs of a 16-wide column of W lie s bytes apart,
-    # and more than 64 of them 512 B apart would alias in L1 (rules/aliasing.lp), so the
-    # rules refuse to keep a taller one there without a copy
-    kb = min(s, 128)
+    # k in blocks of at most 64: the k-pairs of a 16-wide column of W lie s bytes apart,
+    # and more than 32 of them 512 B apart would fill more than half the ways of their L1
+    # sets (rules/aliasing.lp), so the rules refuse to keep a taller one there without a copy
+    kb = min(s, 64)
     return prog.subschedule(
         [1, 1],
         lambda a: a.tile([1, 4, s, 16]).subschedule([0], lambda b: b.tile([1, 4, kb, 16]).subschedule([0], block)),

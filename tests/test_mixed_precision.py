@@ -276,7 +276,7 @@ def test_matvec_schedules_serial_and_parallel_small(benchmark_script):
 
 def test_matvec_benchmark_int8_program_at_its_size(benchmark_script):
     """The benchmark's u8 x i8 -> i16 program at the size it times (256^3): its k-pair
-    columns of W are 512 B apart, so it caches them in L1 in k blocks of 128, which the
+    columns of W are 512 B apart, so it caches them in L1 in k blocks of 64, which the
     aliasing rules admit (all 256 rows at once would not be)."""
     imp = benchmark_script("matvec").int8_program(256)
     assert verify(imp).ok

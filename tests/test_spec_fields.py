@@ -42,7 +42,7 @@ def test_the_shipped_rules_read_neither_alignment_nor_strides_at_l1():
     engine = Engine("avx2")
     assert not engine.tracks_alignment
     assert engine.stride_levels == frozenset({"GL"})  # the one level with a move into a cache
-    assert engine.stride_runs == 8  # avx2's L1 is 8-way: 8 runs fit whatever their stride
+    assert engine.stride_runs == 4  # avx2's L1 is 8-way, half of it a view's: 4 runs fit whatever their stride
 
 
 def with_and_without(tmp_path, spec: str, declaration: str):
@@ -77,13 +77,13 @@ def test_a_stride_is_kept_only_where_a_rule_reads_it(tmp_path, spec):
 
 
 def test_a_stride_is_kept_only_where_more_runs_than_ways(tmp_path):
-    """A view of at most 8 rows fits in 8-way L1 whatever their stride (the stride of
-    each view of it that breaks adjacency elsewhere is worked out anew), so its stride
-    is dropped; 12 rows of A keep theirs. stride_read_runs(0) keeps every stride."""
+    """A view of at most 4 rows fits in its half of 8-way L1 whatever their stride (the
+    stride of each view of it that breaks adjacency elsewhere is worked out anew), so its
+    stride is dropped; 12 rows of A keep theirs. stride_read_runs(0) keeps every stride."""
     plain, kept = with_and_without(tmp_path, "Matmul(12x2x2, f32)", "stride_read_runs(0).")
     assert kept.stride_runs == 0
-    assert strided(plain) and all(runs > 8 for _, runs in strided(plain))
-    assert any(runs <= 8 for _, runs in strided(kept))
+    assert strided(plain) and all(runs > 4 for _, runs in strided(plain))
+    assert any(runs <= 4 for _, runs in strided(kept))
 
 
 def test_a_stride_read_runs_that_is_not_a_number_is_refused(tmp_path):
