@@ -57,8 +57,8 @@ from morello_asp import parse_spec
 from morello_asp.solver.search.dp import Search
 from morello_asp.solver.search.engine import Engine
 from morello_asp.solver.memo.table import DictMemo
-n, memo = int(sys.argv[1]), sys.argv[2]
-engine = Engine("avx2")
+n, memo, target = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+engine = Engine(target)
 if memo == "dict":
     table = DictMemo()
 else:
@@ -66,7 +66,7 @@ else:
     table = open_memo(Path(memo), engine)
 search = Search(engine, table)
 t0 = time.perf_counter()
-imp = search.build(parse_spec(f"Matmul({n}x{n}x{n}, f32)"))
+imp = search.build(parse_spec(f"Matmul({n}x{n}x{n}, f32)", target))
 table.flush()
 wall = time.perf_counter() - t0
 where = __import__("morello_asp").__file__
@@ -105,11 +105,11 @@ def base_python(rev: str, work: Path, editable: bool = False) -> Path:
     return py
 
 
-def run(py: Path | str, n: int, memo: str = "table") -> dict:
+def run(py: Path | str, n: int, memo: str = "table", target: str = "avx2") -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         where = memo if memo == "dict" else str(Path(tmp) / "memo.db")
         t0 = time.perf_counter()
-        r = subprocess.run([str(py), "-c", ONE, str(n), where], capture_output=True, text=True, cwd=tmp)
+        r = subprocess.run([str(py), "-c", ONE, str(n), where, target], capture_output=True, text=True, cwd=tmp)
         process = time.perf_counter() - t0
     if r.returncode != 0:
         raise SystemExit(f"{py}: Matmul {n}^3 failed: {r.stderr.strip().splitlines()[-1:]}")
@@ -167,7 +167,7 @@ def main(argv=None):
     )
     ap.add_argument("--plot", help="write a chart of the median wall time per size")
     ap.add_argument("--cli", action="store_true", help="time each revision's own `synth` command (any revision)")
-    ap.add_argument("--target", default="avx2", help="with --cli: the target name or file both use (default avx2)")
+    ap.add_argument("--target", default="avx2", help="the target name or file both revisions search for (default avx2)")
     args = ap.parse_args(argv)
     rev = _git("rev-parse", "--short", args.base)
     head = _git("rev-parse", "--short", "HEAD")
@@ -181,7 +181,7 @@ def main(argv=None):
             for n in args.sizes:
                 for name, py in pythons.items():
                     got.setdefault((name, n), []).append(
-                        run_cli(py, n, args.target) if args.cli else run(py, n, args.memo)
+                        run_cli(py, n, args.target) if args.cli else run(py, n, args.memo, args.target)
                     )
                     last = got[name, n][-1]
                     print(f"round {r + 1}, {n}^3, {name}: {last['wall']:.1f} s ({last['where']})", file=sys.stderr)
