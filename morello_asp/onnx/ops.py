@@ -230,9 +230,27 @@ def op_div(imp: Importer, node) -> None:
     _mul_or_div(imp, node, "div")
 
 
+# a sum the Relu after it fuses with: its kind, the fused spec's kind and step kind
+_RELU_FUSES = {
+    "bias": ("BiasAdd(", "BiasAddRelu(", "bias_relu"),
+    "add": ("ElementwiseAdd(", "ElementwiseAddRelu(", "add_relu"),
+}
+
+
 def op_relu(imp: Importer, node) -> None:
+    """Relu; right after a BiasAdd or ElementwiseAdd whose sum nothing else reads, the
+    two become one program (BiasAddRelu, ElementwiseAddRelu: one pass, one call) and the
+    Relu's output is a view of it."""
     (x,) = _inputs(imp, node, 1)[:1]
     out, shape = _out(imp, node)
+    st = imp.producer.get(x)
+    if st is not None and st.kind in _RELU_FUSES and imp.uses.get(x, 0) <= 1 and x not in imp.graph_outputs:
+        plain, fused, kind = _RELU_FUSES[st.kind]
+        assert st.spec is not None and st.spec.startswith(plain)
+        st.spec, st.kind = fused + st.spec[len(plain) :], kind
+        st.nodes, st.ops = [*st.nodes, node.name or "(unnamed)"], [*st.ops, "Relu"]
+        imp.view(x, out, [])
+        return
     rc = _flat2(shape)
     imp.produce(Step([], [], out, shape, spec=f"Relu({dims_text(rc)}, f32)", args=[imp.operand(x, rc)], kind="relu"))
 
@@ -285,6 +303,14 @@ def _window(
     return imp.contiguous(x), ops, pad
 
 
+def _after_relu(imp: Importer, x: str) -> bool:
+    """Tensor x is a Relu's output (or a view of one): no value below zero."""
+    st = imp.producer.get(x)
+    while st is not None and st.kind == "view" and st.source is not None:
+        st = imp.producer.get(st.source)
+    return st is not None and st.kind in ("relu", "bias_relu", "add_relu")
+
+
 def op_maxpool(imp: Importer, node) -> None:
     """MaxPool{S}: kernel, strides (equal along h and w), pads; the padded call writes
     zeros, which a max over ReLU outputs (never below zero) ignores: padding is taken
@@ -306,8 +332,7 @@ def op_maxpool(imp: Importer, node) -> None:
         raise imp.fail(f"stride {strides[0]}: no kind {kind} is declared (encodings/kinds/pool.lp)")
     pads = list(imp.attr("pads", [0, 0, 0, 0]))
     img, ops, pad = _window(imp, x, (oshape[2], oshape[3]), (kh, kw), strides[0], 1, pads)
-    producer = imp.producer.get(x)
-    if pad is not None and (producer is None or producer.kind != "relu"):
+    if pad is not None and not _after_relu(imp, x):
         raise imp.fail("padding is supported only on a Relu's output (the padded call writes zeros, not -inf)")
     b, c, oh, ow = oshape
     spec = f"{kind}({dims_text((b, c, oh, ow, kh, kw))}, f32)"
