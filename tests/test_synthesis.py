@@ -406,3 +406,21 @@ def test_the_heap_is_frozen_at_exit_after_a_search(search):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == f"frozen {search}"
+
+
+def test_a_search_that_forgets_keeps_its_answers_in_the_table(tmp_path):
+    """Search.forget drops the decisions and class expansions held in memory (a model's
+    session calls it after each spec, or memory grows with the whole model); the next
+    search of a spec already decided reads it from the table, grounds only the classes
+    of its program's path again, and builds the same program."""
+    from morello_asp.synthesis import make_search
+
+    s = make_search(None, (), str(tmp_path / "t.db"))
+    spec = parse_spec("Matmul(16x16x16, f32)")
+    first = s.build(spec)
+    grounded = len(s.engine._class_cache)
+    s.forget()
+    assert not s.engine._class_cache and not s._decided
+    again = s.build(spec)
+    assert str(again) == str(first)
+    assert 0 < len(s.engine._class_cache) < grounded / 10

@@ -126,6 +126,7 @@ class InferenceSession:
         if key not in self.programs:
             t0 = time.perf_counter()
             imp = search.build(spec)
+            search.forget()  # its answers are in the table: memory stays one spec's, not the model's
             secs = time.perf_counter() - t0
             self.programs[key] = Program(spec, imp, imp.compile(), secs)
         return self.programs[key]

@@ -239,6 +239,13 @@ class Search:
         self._decided: dict[Spec, Decision] = {}
         _freeze_at_exit()
 
+    def forget(self) -> None:
+        """Drop what this search and its engine keep in memory of the specs searched so
+        far (decisions read or made, classes' expansions); the memo table keeps the
+        answers. For a caller that searches many specs in turn (a model's)."""
+        self._decided.clear()
+        self.engine.forget()
+
     # ------------------------------------------------------------ interruption
     @contextmanager
     def _stoppable(self):

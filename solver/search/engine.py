@@ -133,6 +133,17 @@ class Engine:
         if not all(is_shipped(f) for f in self.files):
             self._run([], 0)
 
+    def forget(self) -> None:
+        """Drop every class's expansions and the child classes decoded so far (not the
+        layout ids, which specs carry). Between two searches whose answers are in a memo
+        table nothing is lost: the next search reads them from it, and grounds only what
+        it does not find. A session compiling a model's specs one after another kept all
+        of them: torchvision's ResNet-50 held 13.5 GB after 13 minutes, growing."""
+        if self._inflight:
+            raise RuntimeError("Engine.forget while a batch is out")
+        for d in (self._cache, self._class_cache, self._limited, self._children, self._classes, self._parent_keys):
+            d.clear()
+
     @property
     def _files(self) -> tuple[str, ...]:
         """The snapshot's copies of the files, which clingo grounds; written on first use,
