@@ -220,6 +220,16 @@ def _bias_add(name, shape, ins, outs):
     return (x + bias[None, :, None, None],)
 
 
+def _bias_add_relu(name, shape, ins, outs):
+    (s,) = _bias_add(name, shape, ins, outs)
+    return (np.where(s > 0, s, 0),)
+
+
+def _add_relu(name, shape, ins, outs):
+    x, y = (wide(a, outs[0].dtype) for a in ins)
+    return (np.where(x + y > 0, x + y, 0),)
+
+
 def _max_pool(name, shape, ins, outs):
     """out[b, c, h, w] = max over fh, fw of img[b, c, S h + fh, S w + fw] (MaxPool, MaxPoolS2, ...)."""
     m = re.fullmatch(r"MaxPool(?:S(\d))?(?:Accum)?", name)
@@ -321,9 +331,11 @@ FAMILIES = [
     Family("Move", _move, MOVES, any_rank(1)),
     Family("Relu", _relu, EVERY[:3], any_rank(1)),
     Family("ElementwiseAdd", _add, EVERY[:3], any_rank(1)),
+    Family("ElementwiseAddRelu", _add_relu, EVERY[:3], any_rank(1)),
     Family("MulScalar", _mul_scalar, FLOATS + [("i32",)], dims(17, 17)),
     Family("DivScalar", _div_scalar, FLOATS, dims(17, 17)),
     Family("BiasAdd", _bias_add, FLOATS + [("i32",)], dims(3, 17, 7, 7)),
+    Family("BiasAddRelu", _bias_add_relu, FLOATS + [("i32",)], dims(3, 17, 7, 7)),
     Family(r"MaxPool(S\d)?", _max_pool, FLOATS, dims(2, 5, 5, 5, 3, 3), _max_old),
     Family("SpatialSum", _spatial_sum, FLOATS, dims(2, 5, 7, 7), _add_old),
 ]
@@ -471,7 +483,7 @@ def compose_outputs(components: list[str], args: list[np.ndarray]) -> np.ndarray
     dtype. Its operands are, head first, each component's inputs but the first (which
     is the previous output), then all the innermost one's, then the output."""
     out = args[-1]
-    arity = {"Matmul": 2, "ElementwiseAdd": 2, "BiasAdd": 2, "DivideVec": 2}
+    arity = {"Matmul": 2, "ElementwiseAdd": 2, "ElementwiseAddRelu": 2, "BiasAdd": 2, "BiasAddRelu": 2, "DivideVec": 2}
     n_in = [arity.get(c, 2 if re.fullmatch(r"Conv(S\d)?(D\d)?", c) else 1) for c in components]
     pos, extra = 0, []
     for n in n_in[:-1]:
