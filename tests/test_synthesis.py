@@ -424,3 +424,28 @@ def test_a_search_that_forgets_keeps_its_answers_in_the_table(tmp_path):
     again = s.build(spec)
     assert str(again) == str(first)
     assert 0 < len(s.engine._class_cache) < grounded / 10
+
+
+def test_forgetting_between_specs_changes_no_answer(tmp_path):
+    """The differential check of a model's compile path: a grid of specs searched one after
+    another into one table by a search that keeps everything in memory, and by one that
+    forgets after each spec (as an ONNX session does), into another table: the same
+    program, cost and listing for every spec."""
+    from morello_asp.synthesis import make_search
+
+    grid = [
+        "Matmul(4x8x16, f32)",
+        "Matmul(12x16x8, f32)",
+        "Softmax1(8x32, f32)",
+        "Relu(24x16, f32)",
+        "Conv(1x4x2x4x4x3x3, f32)",
+        "Matmul(8x8x16, f32)",
+    ]
+    keep = make_search(None, (), str(tmp_path / "keep.db"))
+    forget = make_search(None, (), str(tmp_path / "forget.db"))
+    for text in grid:
+        spec = parse_spec(text)
+        a = keep.build(spec)
+        b = forget.build(spec)
+        forget.forget()
+        assert (a.cost.main, str(a)) == (b.cost.main, str(b)), text
