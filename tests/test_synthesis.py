@@ -426,6 +426,7 @@ def test_a_search_that_forgets_keeps_its_answers_in_the_table(tmp_path):
     assert 0 < len(s.engine._class_cache) < grounded / 10
 
 
+@pytest.mark.slow  # about 16 s: two searches of the whole grid
 def test_forgetting_between_specs_changes_no_answer(tmp_path):
     """The differential check of a model's compile path: a grid of specs searched one after
     another into one table by a search that keeps everything in memory, and by one that
