@@ -28,6 +28,16 @@ SPECS = [
 ]
 
 
+def check_where_the_cpu_can(imp, skipped: str) -> None:
+    """Compile `imp` and check it against numpy where this CPU has what avx512 programs need;
+    elsewhere skip, the message naming the missing flags and then `skipped`."""
+    missing = get_ctarget("avx512").missing_cpu_flags()
+    if missing:
+        pytest.skip(f"this CPU lacks {', '.join(missing)}{skipped}")
+    err, tol = imp.compile().check()
+    assert err <= tol
+
+
 @pytest.fixture(scope="module", params=SPECS)
 def program(request):
     return synthesize(parse_spec(request.param, "avx512"))
@@ -54,11 +64,7 @@ def test_avx512_programs_compile_here(program, tmp_path):
 
 
 def test_avx512_programs_match_numpy_where_the_cpu_has_avx512(program):
-    missing = get_ctarget("avx512").missing_cpu_flags()
-    if missing:
-        pytest.skip(f"this CPU lacks {', '.join(missing)} (/proc/cpuinfo): AVX-512 programs compiled, not run")
-    err, tol = program.compile().check()
-    assert err <= tol
+    check_where_the_cpu_can(program, " (/proc/cpuinfo): AVX-512 programs compiled, not run")
 
 
 def test_the_register_block_comes_from_the_target_facts():
@@ -152,11 +158,7 @@ def test_softmax_takes_the_vector_row_kernels_and_matches_numpy_where_the_cpu_ha
     imp = synthesize(parse_spec(text, "avx512"), target="avx512")
     kernels = {n.kernel for n in imp.walk() if isinstance(n, KernelApp)}
     assert any(k.startswith("VectorSoftmax") for k in kernels), kernels
-    missing = get_ctarget("avx512").missing_cpu_flags()
-    if missing:
-        pytest.skip(f"this CPU lacks {', '.join(missing)} (/proc/cpuinfo): AVX-512 softmax compiled, not run")
-    err, tol = imp.compile().check()
-    assert err <= tol
+    check_where_the_cpu_can(imp, " (/proc/cpuinfo): AVX-512 softmax compiled, not run")
 
 
 MIXED = [
@@ -181,11 +183,7 @@ def test_mixed_precision_specs_have_programs_on_avx512_and_match_numpy_where_the
     imp = synthesize(parse_spec(text, "avx512"), target="avx512", db=None)
     c = imp.to_c()
     assert "_mm256_" in c or "_mm512_" in c or "<< 16" in c  # a cast or vector kernel, not plain C only
-    missing = get_ctarget("avx512").missing_cpu_flags()
-    if missing:
-        pytest.skip(f"this CPU lacks {', '.join(missing)} (/proc/cpuinfo): AVX-512 programs compiled, not run")
-    err, tol = imp.compile().check()
-    assert err <= tol
+    check_where_the_cpu_can(imp, " (/proc/cpuinfo): AVX-512 programs compiled, not run")
 
 
 def test_the_l2_holds_only_packed_copies():
@@ -210,11 +208,7 @@ def test_the_l2_holds_only_packed_copies():
     impl = Search(get_engine("avx512"), DictMemo()).complete(partial)
     assert impl.cost.peak[3] > 0 and "L2, [0, 2, 1, 2 p(16)]" in str(impl)
     assert verify(impl).ok
-    missing = get_ctarget("avx512").missing_cpu_flags()
-    if missing:
-        pytest.skip(f"this CPU lacks {', '.join(missing)}: the program is synthesized and proved, not run")
-    err, tol = impl.compile().check()
-    assert err <= tol
+    check_where_the_cpu_can(impl, ": the program is synthesized and proved, not run")
 
 
 def test_a_transposing_move_turns_16x16_blocks_around_in_registers():
@@ -226,8 +220,4 @@ def test_a_transposing_move_turns_16x16_blocks_around_in_registers():
     imp = synthesize(spec, db=None)
     assert "VectorTranspose16" in str(imp), str(imp)
     assert verify(imp).ok
-    missing = get_ctarget("avx512").missing_cpu_flags()
-    if missing:
-        pytest.skip(f"this CPU lacks {', '.join(missing)} (/proc/cpuinfo): the program compiled, not run")
-    err, tol = imp.compile().check()
-    assert err <= tol
+    check_where_the_cpu_can(imp, " (/proc/cpuinfo): the program compiled, not run")
