@@ -31,11 +31,12 @@ def db(tmp_path_factory):
 
 def _plan_of_matching(model, db) -> dict:
     """A session of the model that matches onnxruntime; its steps by first node (a node
-    lowered to several steps, GlobalAveragePool's SpatialSum then MulScalar: the first)."""
+    lowered to several steps, GlobalAveragePool's SpatialSum then MulScalar: the first;
+    every step under None)."""
     sess = InferenceSession(model, db=db)
     _matches(sess, model)
     assert sess.intermediate_bytes <= sess.unplanned_bytes
-    steps: dict = {}
+    steps: dict = {None: sess.plan.steps}
     for st in sess.plan.steps:
         steps.setdefault(st.nodes[0], st)
     return steps
@@ -217,13 +218,21 @@ def test_resnet_bottleneck_block_matches_onnxruntime(db):
     # padding 1 on a 6x6 image: the 3x3 output reads a 7x7 one, so the bottom and right
     # zeros ONNX names are never read: (top, bottom, left, right) = (1, 0, 1, 0)
     assert plan["c2"].spec == "ConvS2(1x4x4x3x3x3x3, f32)" and plan["c2"].pad == (1, 0, 1, 0)
-    # the strided 1x1 downsample: a matmul on every other pixel (a 6x6 image: 3x3 picked)
-    assert plan["down"].spec == "Matmul(1x8x4x9, f32)"
-    assert plan["down"].args[1].ops == [("stride", (2,)), ("crop", (3, 3)), ("reshape", (1, 4, 9))]
-    # the residual reads c3's tensor, computed before; the Relu after it is the same program
-    assert plan["residual"].spec == "ElementwiseAddRelu(24x3, f32)"
-    # the pointwise convs of one image are matmuls, filters @ image rows (BatchNorm folded in)
-    assert plan["c1"].spec == "Matmul(1x4x4x36, f32)" and plan["c3"].spec == "Matmul(1x8x4x9, f32)"
+    # ... reading c1's channels-last output, writing channels-last
+    assert plan["c2"].layouts == {0: "[0, 2, 3, 1]", 1: "[2, 3, 1, 0]", 2: "[0, 2, 3, 1]"}
+    assert plan["c2"].out_order == (0, 2, 3, 1)
+    # the strided 1x1 downsample: a matmul on every other pixel (a 6x6 image: 3x3 picked) of
+    # the NCHW input, its channel rows read as col_major pixels: channels-last out
+    assert plan["down"].spec == "Matmul(1x9x4x8, f32)" and plan["down"].layouts == {0: "col_major"}
+    picked = [("stride", (2,)), ("crop", (3, 3)), ("reshape", (1, 4, 9)), ("transpose", (0, 2, 1))]
+    assert plan["down"].args[0].ops == picked
+    # the residual reads c3's tensor, computed before, both channels-last (9 pixels x 8
+    # channels in memory); the Relu after it is the same program
+    assert plan["residual"].spec == "ElementwiseAddRelu(9x8, f32)" and plan["residual"].out_order == (0, 2, 3, 1)
+    # the pointwise convs of one image are matmuls, pixels @ filters (BatchNorm folded in)
+    assert plan["c1"].spec == "Matmul(1x36x4x4, f32)" and plan["c3"].spec == "Matmul(1x9x4x8, f32)"
+    assert plan["c3"].layouts == {}  # c2's channels-last output: row-major pixels
+    assert not [st for st in plan[None] if st.kind == "move"]
 
 
 def test_conv_attributes_it_cannot_take_are_refused():
@@ -263,8 +272,42 @@ def stem_and_head(seed=0):
 @pytest.mark.slow
 def test_stem_maxpool_and_global_average_pool(db):
     plan = _plan_of_matching(stem_and_head(), db)
+    # the stem reads the NCHW input and writes channels-last; its bias and Relu, the
+    # pooling and the sum keep that order: no step copies between layouts
+    assert plan["stem"].layouts == {1: "[2, 3, 1, 0]", 2: "[0, 2, 3, 1]"}
+    (bias,) = [st for st in plan[None] if st.kind == "bias_relu"]
+    assert bias.spec == "BiasAddRelu(16x4x1x1, f32)"  # 4 x 4 pixels x 4 channels
     assert plan["pool"].spec == "MaxPoolS2(1x4x2x2x3x3, f32)" and plan["pool"].pad == (1, 0, 1, 0)
-    assert plan["gap"].spec == "SpatialSum(1x4x2x2, f32)"
+    assert plan["pool"].layouts == {0: "[0, 2, 3, 1]", 1: "[0, 2, 3, 1]"}
+    assert plan["gap"].spec == "SpatialSum(1x4x2x2, f32)" and plan["gap"].layouts == {0: "[0, 2, 3, 1]"}
+    assert not [st for st in plan[None] if st.kind == "move"]
+
+
+@pytest.mark.slow
+def test_depthwise_then_pointwise_stay_channels_last(db):
+    """MobileNet's pair: a depthwise 3x3 (padding 1) then a pointwise conv; the depthwise
+    conv reads the NCHW input and writes channels-last, which the pointwise matmul reads
+    as row-major pixels; a grouped conv after them reads a row-major copy."""
+    r = np.random.default_rng(3)
+    nodes = [
+        h.make_node("Conv", ["x", "dw"], ["d"], name="dw", kernel_shape=[3, 3], pads=[1] * 4, group=4),
+        h.make_node("Relu", ["d"], ["dr"], name="relu"),
+        h.make_node("Conv", ["dr", "pw"], ["p"], name="pw", kernel_shape=[1, 1]),
+        h.make_node("Conv", ["p", "gw"], ["y"], name="grouped", kernel_shape=[1, 1], group=2),
+    ]
+    inits = [
+        _const("dw", r.standard_normal((4, 1, 3, 3))),
+        _const("pw", r.standard_normal((6, 4, 1, 1))),
+        _const("gw", r.standard_normal((4, 3, 1, 1))),
+    ]
+    model = _model(nodes, [("x", [1, 4, 5, 5])], [("y", [1, 4, 5, 5])], inits)
+    plan = _plan_of_matching(model, db)
+    assert plan["dw"].spec == "DepthwiseConv(1x4x5x5x3x3, f32)" and plan["dw"].out_order == (0, 2, 3, 1)
+    assert plan["dw"].layouts == {1: "[1, 2, 0]", 2: "[0, 2, 3, 1]"}
+    assert plan["relu"].spec == "Relu(25x4, f32)"
+    assert plan["pw"].spec == "Matmul(1x25x4x6, f32)" and plan["pw"].layouts == {}
+    moves = [st for st in plan[None] if st.kind == "move"]
+    assert len(moves) == 1 and moves[0].layouts == {0: "[0, 2, 3, 1]"}  # to row-major for the GroupConv
 
 
 def test_a_padded_maxpool_not_after_a_relu_is_refused():

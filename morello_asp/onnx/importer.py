@@ -12,6 +12,7 @@ operand layout takes is copied first by a Move program (`materialize`).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,20 @@ import numpy as np
 
 from morello_asp.errors import InputError
 from morello_asp.onnx.ops import OPS
-from morello_asp.onnx.plan import Arg, ModelError, Plan, Step, TensorInfo, View, c_strides, dims_text, is_contiguous
+from morello_asp.onnx.plan import (
+    Arg,
+    ModelError,
+    Plan,
+    Step,
+    TensorInfo,
+    View,
+    c_strides,
+    dims_text,
+    is_contiguous,
+    layout_text,
+    memory_order,
+    order_strides,
+)
 
 # ONNX's TensorProto.FLOAT; the only element type the importer takes for now.
 FLOAT = 1
@@ -144,7 +158,9 @@ class Importer:
         self.steps.append(step)
         self.producer[step.out] = step
         if step.view is None:
-            self.strides[step.out] = c_strides(step.out_shape)
+            order = step.out_order
+            shape = step.out_shape
+            self.strides[step.out] = c_strides(shape) if order is None else order_strides(shape, order)
 
     def view(self, src: str, out: str, ops: View) -> None:
         """`out` = `src` after reshapes and transposes, no copy: src must be contiguous
@@ -168,17 +184,52 @@ class Importer:
             return name
         return self.materialize(name)
 
-    def materialize(self, name: str) -> str:
-        """Copy a strided tensor into a row-major one by a Move program whose source
-        layout is the tensor's order in memory (so the call passes it as it is)."""
+    def order(self, name: str) -> tuple[int, ...] | None:
+        """The memory order `name` is dense in (the identity: row-major), None if strided."""
+        if self.is_const(name):
+            return tuple(range(len(self.shape(name))))
+        return memory_order(self.shape(name), self.strides[name])
+
+    def dense(self, name: str, orders: Sequence[tuple[int, ...]] = ()) -> tuple[str, tuple[int, ...]]:
+        """`name` dense in memory, in its own order if that is row-major or one of
+        `orders`, else copied row-major; and that order."""
+        order = self.order(name)
+        ident = tuple(range(len(self.shape(name))))
+        if order is not None and (order == ident or order in orders):
+            return name, order
+        return self.materialize(name), ident
+
+    def materialize(self, name: str, order: tuple[int, ...] | None = None) -> str:
+        """Copy a tensor into a dense one in memory `order` (default row-major) by a Move
+        program whose source layout is the tensor's order in memory (so the call passes
+        it as it is)."""
         shape, strides = self.shape(name), self.strides[name]
-        order = sorted(range(len(shape)), key=lambda d: (-strides[d], d))
+        src = sorted(range(len(shape)), key=lambda d: (-strides[d], d))
         out = self.fresh(name)
         self.shapes[out] = shape
-        layout = "[" + ", ".join(map(str, order)) + "]"
+        layouts = {0: layout_text(src)}
+        if order is not None and order != tuple(range(len(shape))):
+            layouts[1] = layout_text(order)
+        else:
+            order = None
         spec = f"Move({dims_text(shape)}, f32)"
-        self.produce(Step([], [], out, shape, spec=spec, layouts={0: layout}, args=[Arg(tensor=name)], kind="move"))
+        args = [Arg(tensor=name)]
+        self.produce(Step([], [], out, shape, spec=spec, layouts=layouts, args=args, kind="move", out_order=order))
         return out
+
+    def in_memory(self, name: str, order: tuple[int, ...]) -> tuple[Arg, tuple[int, ...]]:
+        """`name` (dense in memory `order`; a constant: laid out so at import) as the
+        row-major array of its memory, and that array's shape: an elementwise op's
+        operand."""
+        shape = self.shape(name)
+        phys = tuple(shape[d] for d in order)
+        ident = order == tuple(range(len(shape)))
+        if self.is_const(name):
+            c = self.const(name).transpose(order) if not ident else self.const(name)
+            return Arg(const=np.ascontiguousarray(c, dtype=np.float32)), phys
+        if self.order(name) != order:
+            name = self.materialize(name, None if ident else order)
+        return Arg(tensor=name, ops=[] if ident else [("transpose", order)]), phys
 
     def operand(self, name: str, shape: tuple[int, ...]) -> Arg:
         """`name` as a row-major operand of logical shape `shape` (same volume)."""

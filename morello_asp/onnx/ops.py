@@ -6,14 +6,14 @@ names the node and its op. docs/onnx.md lists what each op takes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from math import prod
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from morello_asp.kinds import all_kinds
-from morello_asp.onnx.plan import Arg, Step, View, dims_text, is_contiguous
+from morello_asp.onnx.plan import Arg, Step, View, dims_text, is_contiguous, layout_text
 
 if TYPE_CHECKING:
     from morello_asp.onnx.importer import Importer
@@ -41,6 +41,10 @@ def _inputs(imp: Importer, node, n: int) -> list[str]:
     for t in ins[:n]:
         imp.check_float(t)
     return ins
+
+
+# NCHW's channels-last memory order (torch's channels_last): convolutions read and write it
+_CHANNELS_LAST = (0, 2, 3, 1)
 
 
 # ---------------------------------------------------------------- matmuls
@@ -150,25 +154,47 @@ def op_gemm(imp: Importer, node) -> None:
 
 
 # ---------------------------------------------------------------- elementwise
+def _elementwise(imp: Importer, xs: list[str], out: str) -> tuple[list[Arg], tuple[int, ...], dict[str, Any]]:
+    """The operands of an elementwise op as the rows x columns of their memory, all in
+    one order (the first activation's: a channels-last tensor stays so; another order is
+    copied into it), their shape, and the step's out_order and out_ops: the output is
+    laid out as its inputs are."""
+    act = [x for x in xs if not imp.is_const(x)]
+    order = imp.dense(act[0], [_CHANNELS_LAST])[1] if act else tuple(range(len(imp.shape(out))))
+    args, phys = [], imp.shape(out)
+    for x in xs:
+        a, phys = imp.in_memory(x, order)
+        rc = _flat2(phys)
+        if a.const is not None:
+            a.const = a.const.reshape(rc)
+        elif phys != rc:
+            a.ops = [*a.ops, ("reshape", rc)]
+        args.append(a)
+    rc = _flat2(phys)
+    if order == tuple(range(len(order))):
+        return args, rc, {}
+    return args, rc, {"out_order": order, "out_ops": [("transpose", order), ("reshape", rc)]}
+
+
 def _scale(imp: Importer, x: str, out: str, s: float, how: str) -> None:
     """out = x * s or x / s, s a constant: MulScalar / DivScalar (the fold pass may
     move a power of two into a matmul's weights)."""
     shape = imp.shape(out)
-    rc = _flat2(shape)
     kind = "MulScalar" if how == "mul" else "DivScalar"
-    args = [imp.operand(x, rc), Arg(const=np.full((1, 1), s, np.float32))]
+    args, rc, lay = _elementwise(imp, [x], out)
+    args.append(Arg(const=np.full((1, 1), s, np.float32)))
     if how == "div":  # x / s = x * (1/s) exactly only for a power of two: fold that one
         m, _ = np.frexp(s)
         if abs(m) == 0.5:
             args[1] = Arg(const=np.full((1, 1), 1.0 / s, np.float32))
             kind = "MulScalar"
     what = "scale" if kind == "MulScalar" else "div"
-    imp.produce(Step([], [], out, shape, spec=f"{kind}({dims_text(rc)}, f32)", args=args, kind=what))
+    imp.produce(Step([], [], out, shape, spec=f"{kind}({dims_text(rc)}, f32)", args=args, kind=what, **lay))
 
 
 def _add(imp: Importer, x: str, c: str, out: str, scale: float = 1.0) -> None:
     """out = x + scale * c: a bias (a constant varying along one axis) by BiasAdd, two
-    activations or a constant of any other form by ElementwiseAdd."""
+    activations or a constant of any other form by ElementwiseAdd; in x's memory order."""
     shape = imp.shape(out)
     if imp.shape(x) != shape:
         raise imp.fail(f"operand {imp.shape(x)} is broadcast to {shape}: broadcasting an activation is not supported")
@@ -179,23 +205,30 @@ def _add(imp: Importer, x: str, c: str, out: str, scale: float = 1.0) -> None:
         full = (1,) * (len(shape) - v.ndim) + tuple(v.shape)
         axes = [i for i, d in enumerate(full) if d != 1]
         if len(axes) == 1 and shape:
-            ax = axes[0]
-            view = (prod(shape[:ax]), shape[ax], prod(shape[ax + 1 :]), 1)
-            args = [imp.operand(x, view), Arg(const=np.ascontiguousarray(v.reshape(-1), dtype=np.float32))]
-            imp.produce(Step([], [], out, shape, spec=f"BiasAdd({dims_text(view)}, f32)", args=args, kind="bias"))
+            x, order = imp.dense(x, [_CHANNELS_LAST])
+            a, phys = imp.in_memory(x, order)
+            ax = order.index(axes[0])  # the bias's axis in memory
+            view = (prod(phys[:ax]), phys[ax], prod(phys[ax + 1 :]), 1)
+            a.ops = [*a.ops, ("reshape", view)]
+            args = [a, Arg(const=np.ascontiguousarray(v.reshape(-1), dtype=np.float32))]
+            lay: dict[str, Any] = {}
+            if order != tuple(range(len(order))):
+                lay = {"out_order": order, "out_ops": [("transpose", order), ("reshape", view)]}
+            spec = f"BiasAdd({dims_text(view)}, f32)"
+            imp.produce(Step([], [], out, shape, spec=spec, args=args, kind="bias", **lay))
             return
-        dense = np.ascontiguousarray(np.broadcast_to(v.reshape(full), shape), dtype=np.float32)
-        rc = _flat2(shape)
-        args = [imp.operand(x, rc), Arg(const=dense.reshape(rc))]
-        imp.produce(Step([], [], out, shape, spec=f"ElementwiseAdd({dims_text(rc)}, f32)", args=args, kind="add"))
+        dense = imp.fresh(c)
+        imp.consts[dense] = np.ascontiguousarray(np.broadcast_to(v.reshape(full), shape), dtype=np.float32)
+        args, rc, lay = _elementwise(imp, [x, dense], out)
+        spec = f"ElementwiseAdd({dims_text(rc)}, f32)"
+        imp.produce(Step([], [], out, shape, spec=spec, args=args, kind="add", **lay))
         return
     if scale != 1.0:
         raise imp.fail("Gemm's beta with an activation C is not supported")
     if imp.shape(c) != shape:
         raise imp.fail(f"adding {imp.shape(x)} and {imp.shape(c)}: broadcasting two activations is not supported")
-    rc = _flat2(shape)
-    args = [imp.operand(x, rc), imp.operand(c, rc)]
-    imp.produce(Step([], [], out, shape, spec=f"ElementwiseAdd({dims_text(rc)}, f32)", args=args, kind="add"))
+    args, rc, lay = _elementwise(imp, [x, c], out)
+    imp.produce(Step([], [], out, shape, spec=f"ElementwiseAdd({dims_text(rc)}, f32)", args=args, kind="add", **lay))
 
 
 def op_add(imp: Importer, node) -> None:
@@ -251,8 +284,8 @@ def op_relu(imp: Importer, node) -> None:
         st.nodes, st.ops = [*st.nodes, node.name or "(unnamed)"], [*st.ops, "Relu"]
         imp.view(x, out, [])
         return
-    rc = _flat2(shape)
-    imp.produce(Step([], [], out, shape, spec=f"Relu({dims_text(rc)}, f32)", args=[imp.operand(x, rc)], kind="relu"))
+    args, rc, lay = _elementwise(imp, [x], out)
+    imp.produce(Step([], [], out, shape, spec=f"Relu({dims_text(rc)}, f32)", args=args, kind="relu", **lay))
 
 
 def op_softmax(imp: Importer, node) -> None:
@@ -286,11 +319,19 @@ def _conv_kind(imp: Importer, family: str, stride: int, dilation: int) -> str:
 
 
 def _window(
-    imp: Importer, x: str, out_hw: tuple[int, int], k_hw: tuple[int, int], s: int, d: int, pads: list
-) -> tuple[str, View, tuple[int, int, int, int] | None]:
-    """A windowed op's image (NCHW): the contiguous tensor, the view that crops the rows
-    and columns no output reads (a stride that leaves a remainder), and the zeros
-    (top, bottom, left, right) the padded call writes around it, only those read."""
+    imp: Importer,
+    x: str,
+    out_hw: tuple[int, int],
+    k_hw: tuple[int, int],
+    s: int,
+    d: int,
+    pads: list,
+    orders: Sequence[tuple[int, ...]] = (_CHANNELS_LAST,),
+) -> tuple[str, View, tuple[int, int, int, int] | None, tuple[int, ...]]:
+    """A windowed op's image (NCHW logically): the dense tensor (row-major or in one of
+    `orders`, else copied row-major), the view that crops the rows and columns no output
+    reads (a stride that leaves a remainder), the zeros (top, bottom, left, right) the
+    padded call writes around it, only those read, and the image's memory order."""
     hh, ww = imp.shape(x)[2:]
     (oh, ow), (fh, fw) = out_hw, k_hw
     # the image rows the spec reads: S(oh - 1) + D(fh - 1) + 1
@@ -300,7 +341,13 @@ def _window(
     bottom, right = need_h - top - crop_h, need_w - left - crop_w
     ops: View = [] if (crop_h, crop_w) == (hh, ww) else [("crop", (crop_h, crop_w))]
     pad = None if (top, bottom, left, right) == (0, 0, 0, 0) else (top, bottom, left, right)
-    return imp.contiguous(x), ops, pad
+    img, order = imp.dense(x, orders)
+    return img, ops, pad, order
+
+
+def _layouts(orders: dict[int, tuple[int, ...]]) -> dict[int, str]:
+    """Spec layouts of the operands not in row-major order."""
+    return {i: layout_text(o) for i, o in orders.items() if o != tuple(range(len(o)))}
 
 
 def _after_relu(imp: Importer, x: str) -> bool:
@@ -331,12 +378,15 @@ def op_maxpool(imp: Importer, node) -> None:
     if kind not in all_kinds():
         raise imp.fail(f"stride {strides[0]}: no kind {kind} is declared (encodings/kinds/pool.lp)")
     pads = list(imp.attr("pads", [0, 0, 0, 0]))
-    img, ops, pad = _window(imp, x, (oshape[2], oshape[3]), (kh, kw), strides[0], 1, pads)
+    img, ops, pad, order = _window(imp, x, (oshape[2], oshape[3]), (kh, kw), strides[0], 1, pads)
     if pad is not None and not _after_relu(imp, x):
         raise imp.fail("padding is supported only on a Relu's output (the padded call writes zeros, not -inf)")
     b, c, oh, ow = oshape
     spec = f"{kind}({dims_text((b, c, oh, ow, kh, kw))}, f32)"
-    imp.produce(Step([], [], out, oshape, spec=spec, args=[Arg(tensor=img, ops=ops)], kind="pool", pad=pad))
+    lay: dict[str, Any] = {} if order == (0, 1, 2, 3) else {"out_order": order, "out_ops": []}
+    args = [Arg(tensor=img, ops=ops)]
+    layouts = _layouts({0: order, 1: order})
+    imp.produce(Step([], [], out, oshape, spec=spec, layouts=layouts, args=args, kind="pool", pad=pad, **lay))
 
 
 def op_global_average_pool(imp: Importer, node) -> None:
@@ -348,8 +398,10 @@ def op_global_average_pool(imp: Importer, node) -> None:
         raise imp.fail("only NCHW input is supported")
     total = imp.fresh(out)
     imp.shapes[total] = oshape
-    args = [imp.operand(x, xs)]
-    imp.produce(Step([], [], total, oshape, spec=f"SpatialSum({dims_text(xs)}, f32)", args=args, kind="sum"))
+    img, order = imp.dense(x, [_CHANNELS_LAST])
+    spec = f"SpatialSum({dims_text(xs)}, f32)"
+    args = [Arg(tensor=img)]
+    imp.produce(Step([], [], total, oshape, spec=spec, layouts=_layouts({0: order}), args=args, kind="sum"))
     _scale(imp, total, out, 1.0 / (xs[2] * xs[3]), "mul")
 
 
@@ -380,39 +432,60 @@ def op_conv(imp: Importer, node) -> None:
     b, c, hh, ww = xs
     f, cg, fh, fw = wv.shape
     oh, ow = oshape[2], oshape[3]
-    img, ops, pad = _window(imp, x, (oh, ow), (fh, fw), s, d, pads)
+    depthwise = group == c and f == c and cg == 1
+    cl = [_CHANNELS_LAST] if group == 1 or depthwise else []  # GroupConv's image: row-major
+    img, ops, pad, order = _window(imp, x, (oh, ow), (fh, fw), s, d, pads, cl)
     conv_out = out if len(ins) < 3 else imp.fresh(out)
     imp.shapes[conv_out] = oshape
     if group == 1 and (fh, fw, b) == (1, 1, 1) and pad is None:
-        # a pointwise convolution of one NCHW image is the matmul filters (f x c) @ image
-        # (c x hw), the image's rows a free view: the layout the matmul rules search best
-        # (as a Conv, the search moved the image to channels-last and back, 1.9 us for
-        # 16 -> 8 channels on 14 x 14 where the matmul takes 0.3). With a stride, the
+        # a pointwise convolution of one image is the matmul pixels (hw x c) @ filters
+        # (c x f), its output channels-last; the pixels are a free view: a channels-last
+        # image's rows, or an NCHW image's channel rows (c x hw) read as col_major. (As a
+        # Conv on NCHW, the search moved the image to channels-last and back, 1.9 us for
+        # 16 -> 8 channels on 14 x 14 where the matmul takes 0.3.) With a stride, the
         # session copies every s-th pixel into a kept buffer first.
-        picked = [("stride", (s,)), ("crop", (oh, ow))] if s > 1 else []
-        rows = Arg(tensor=img, ops=[*picked, ("reshape", (1, c, oh * ow))])
-        args = [Arg(const=np.ascontiguousarray(wv.reshape(1, f, c))), rows]
-        spec = f"Matmul({dims_text((1, f, c, oh * ow))}, f32)"
-        imp.produce(Step([], [], conv_out, oshape, spec=spec, args=args, kind="conv", filters=0))
+        picked: View = [("stride", (s,)), ("crop", (oh, ow))] if s > 1 else []
+        if order == _CHANNELS_LAST:
+            pixels = Arg(tensor=img, ops=[*picked, ("transpose", order), ("reshape", (1, oh * ow, c))])
+            layouts = {}
+        else:
+            pixels = Arg(tensor=img, ops=[*picked, ("reshape", (1, c, oh * ow)), ("transpose", (0, 2, 1))])
+            layouts = {0: "col_major"}
+        args = [pixels, Arg(const=np.ascontiguousarray(wv.reshape(f, c).T).reshape(1, c, f))]
+        spec = f"Matmul({dims_text((1, oh * ow, c, f))}, f32)"
+        flat = (1, oh * ow, f)
+        out_ops: View = [("transpose", _CHANNELS_LAST), ("reshape", flat)]
+        lay: dict[str, Any] = {"out_order": _CHANNELS_LAST, "out_ops": out_ops}
+        step = Step(
+            [], [], conv_out, oshape, spec=spec, layouts=layouts, args=args, kind="conv", filter_axis=2, **lay
+        )
+        imp.produce(step)
         _conv_bias(imp, ins, conv_out, out)
         return
+    filt_order: tuple[int, ...]
     if group == 1:
         kind = _conv_kind(imp, "Conv", s, d)
         dims: tuple[int, ...] = (b, f, c, oh, ow, fh, fw)
-        filt = wv
-    elif group == c and f == c and cg == 1:
+        filt, filt_order = wv, (2, 3, 1, 0)  # HWIO in memory (what the conv suite runs)
+    elif depthwise:
         kind = _conv_kind(imp, "DepthwiseConv", s, d)
         dims = (b, c, oh, ow, fh, fw)
-        filt = wv.reshape(c, fh, fw)
+        filt, filt_order = wv.reshape(c, fh, fw), (1, 2, 0)
     else:
         kind = _conv_kind(imp, "GroupConv", s, d)
         g = group
         dims = (b, g, f // g, cg, oh, ow, fh, fw)
-        filt = wv.reshape(g, f // g, cg, fh, fw)
+        filt, filt_order = wv.reshape(g, f // g, cg, fh, fw), (0, 1, 2, 3, 4)
         hw = ops[0][1] if ops else (hh, ww)  # the image after its crop: channels split, a view
         ops = [*ops, ("reshape", (b, g, cg, *hw))]
     args = [Arg(tensor=img, ops=ops), Arg(const=np.ascontiguousarray(filt))]
-    imp.produce(Step([], [], conv_out, oshape, spec=f"{kind}({dims_text(dims)}, f32)", args=args, kind="conv", pad=pad))
+    spec = f"{kind}({dims_text(dims)}, f32)"
+    if group == 1 or depthwise:  # channels-last out: what the next conv reads best
+        layouts = _layouts({0: order, 1: filt_order, 2: _CHANNELS_LAST})
+        lay = {"out_order": _CHANNELS_LAST, "out_ops": []}
+    else:
+        layouts, lay = {}, {}
+    imp.produce(Step([], [], conv_out, oshape, spec=spec, layouts=layouts, args=args, kind="conv", pad=pad, **lay))
     _conv_bias(imp, ins, conv_out, out)
 
 
@@ -451,10 +524,10 @@ def op_batchnorm(imp: Importer, node) -> None:
     filt = prod_step.args[prod_step.filters]
     assert filt.const is not None
     f = filt.const.shape
-    if prod_step.filters == 0:  # a pointwise conv's matmul: filters (1, f, c)
-        per_out = scale.reshape(1, -1, 1)
+    if len(f) == 5:  # GroupConv's filters: groups x filters per group x ...
+        per_out = scale.reshape(f[0], f[1], 1, 1, 1)
     else:
-        per_out = scale.reshape((-1,) + (1,) * (len(f) - 1)) if len(f) != 5 else scale.reshape(f[0], f[1], 1, 1, 1)
+        per_out = scale.reshape([-1 if i == prod_step.filter_axis else 1 for i in range(len(f))])
     filt.const = (filt.const * per_out).astype(np.float32)
     if bias_step is not None:
         bias = bias_step.args[1]

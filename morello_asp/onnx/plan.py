@@ -31,6 +31,28 @@ def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
     return all(d == 1 or s == w for d, s, w in zip(shape, strides, want))
 
 
+def memory_order(shape: Sequence[int], strides: Sequence[int]) -> tuple[int, ...] | None:
+    """The permutation p for which the array is dense in C order once transposed by p
+    (row-major: the identity), or None for a strided view (a crop, every s-th pixel)."""
+    order = tuple(sorted(range(len(shape)), key=lambda d: (-strides[d], d)))
+    ok = is_contiguous([shape[d] for d in order], [strides[d] for d in order])
+    return order if ok else None
+
+
+def order_strides(shape: Sequence[int], order: Sequence[int]) -> tuple[int, ...]:
+    """The strides of a dense tensor of logical `shape` laid out in memory `order`."""
+    phys = c_strides([shape[d] for d in order])
+    out = [0] * len(shape)
+    for i, d in enumerate(order):
+        out[d] = phys[i]
+    return tuple(out)
+
+
+def layout_text(order: Sequence[int]) -> str:
+    """The spec layout of a dense tensor in memory `order` ([0, 2, 3, 1]: channels-last)."""
+    return "[" + ", ".join(map(str, order)) + "]"
+
+
 def dims_text(shape: Sequence[int]) -> str:
     return "x".join(str(d) for d in shape)
 
@@ -75,6 +97,13 @@ class Step:
     note: str = ""  # what the plan says of a step that became something else (a scale folded away)
     pad: tuple[int, ...] | None = None  # zeros around a conv's image (h before, h after, w before, w after)
     filters: int = 1  # a conv's argument holding its filters (0: a pointwise conv lowered to a matmul)
+    filter_axis: int = 0  # the filters' axis of output channels (what a folded BatchNormalization scales)
+    # the tensor's memory order (None: row-major): `out` is buffer.reshape(its dims in this
+    # order).transpose(back), as torch's channels_last is [0, 2, 3, 1] of NCHW
+    out_order: tuple[int, ...] | None = None
+    # the program's output array made from the tensor's array (None: a reshape to the
+    # spec's output shape); views only, never a copy
+    out_ops: View | None = None
 
     @property
     def label(self) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from morello_asp.codegen.convert import aligned_empty
+from morello_asp.codegen.convert import aligned_empty, dense_order
 from morello_asp.default_table import DEFAULT_TABLE
 from morello_asp.errors import InputError
 from morello_asp.layout import Layout
@@ -105,10 +105,10 @@ class InferenceSession:
                 memo.close()
             if search.progress:
                 search.progress.done()
-        for st in self.plan.steps:  # constants in their programs' dtype, contiguous, once
-            for a in st.args:
+        for st, prog in zip(self.plan.steps, self.step_program):  # constants as their programs read them, once
+            for i, a in enumerate(st.args):
                 if a.const is not None:
-                    a.const = np.ascontiguousarray(a.const, dtype=np.float32)
+                    a.const = _laid_out(a.const, prog.spec.operands[i].layout if prog else None)
         # a padded convolution's call writes its image into a kept zero-bordered buffer
         self.step_fn = [
             None if p is None else (p.fn.padded([st.pad[:2], st.pad[2:]]) if st.pad else p.fn)
@@ -168,7 +168,11 @@ class InferenceSession:
         self._out_set = set(self._out_names)
         # an output no step reads is the call's own new array each run (no copy)
         read = {a.tensor for st in plan.steps for a in st.args} | {st.source for st in plan.steps}
-        self._fresh = {st.out for st in plan.steps if st.spec is not None and st.out in outputs and st.out not in read}
+        self._fresh = {
+            st.out
+            for st in plan.steps
+            if st.spec is not None and st.out in outputs and st.out not in read and st.out_order is None
+        }
         self._kept_out = {
             st.out: aligned_empty(prod(st.out_shape), np.float32)
             for st in plan.steps
@@ -251,8 +255,17 @@ class InferenceSession:
                 self._calls.append(functools.partial(self._new_output, st.out, st.out_shape, fn.bind(args, None)))
                 continue
             kept = self.buffers[self.slot[st.out]] if st.out in self.slot else self._kept_out[st.out]
-            out = kept[: prod(oshape)].reshape(oshape)
-            static[st.out] = out.reshape(st.out_shape)
+            kept = kept[: prod(oshape)]
+            if st.out_order is None:
+                out = kept.reshape(oshape)
+                static[st.out] = out.reshape(st.out_shape)
+            else:  # the tensor in its memory order; the program's output a view of it
+                order = st.out_order
+                tensor = kept.reshape([st.out_shape[d] for d in order]).transpose(np.argsort(order))
+                static[st.out] = tensor
+                made: list[tuple[np.ndarray, np.ndarray]] = []
+                out = _apply(tensor, st.out_ops or [], made)
+                assert not made and out.shape == oshape, f"{st.label}: its output is no view of its tensor"
             self._calls.append(fn.bind(args, out))
         self._static = static
 
@@ -270,6 +283,17 @@ class InferenceSession:
             seen.add(key)
             rows.append((st.label, st.out, prog.spec.text(), prog.impl.cost.main, secs))
         return rows
+
+
+def _laid_out(c: np.ndarray, layout: Layout | None) -> np.ndarray:
+    """Constant c (logical shape) in float32 with its memory in `layout`'s order (where
+    it only orders dimensions), so the compiled call reads it as it lies."""
+    order = dense_order(layout, c.shape) if layout is not None else None
+    if order is None or order == tuple(range(c.ndim)):
+        return np.ascontiguousarray(c, dtype=np.float32)
+    phys = aligned_empty(c.size, np.float32).reshape([c.shape[d] for d in order])
+    phys[...] = c.transpose(order)
+    return phys.transpose(np.argsort(order))
 
 
 def _view_text(ops: View) -> str:
