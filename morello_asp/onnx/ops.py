@@ -456,9 +456,7 @@ def op_conv(imp: Importer, node) -> None:
         flat = (1, oh * ow, f)
         out_ops: View = [("transpose", _CHANNELS_LAST), ("reshape", flat)]
         lay: dict[str, Any] = {"out_order": _CHANNELS_LAST, "out_ops": out_ops}
-        step = Step(
-            [], [], conv_out, oshape, spec=spec, layouts=layouts, args=args, kind="conv", filter_axis=2, **lay
-        )
+        step = Step([], [], conv_out, oshape, spec=spec, layouts=layouts, args=args, kind="conv", filter_axis=2, **lay)
         imp.produce(step)
         _conv_bias(imp, ins, conv_out, out)
         return
