@@ -77,6 +77,9 @@ def test_model_specs_are_the_specs_the_session_searches_and_read_back():
     assert len(texts) < sum(st.spec is not None for st in import_model(attention()).steps)
     assert sum("col_major" in t for t in texts) == 1
     assert any(st.layouts for st in import_model(attention()).steps)
+    # a conv's channels-last image and output, and its filters' order, are kept too
+    conv = [t for t in model_specs(bottleneck(cin=2, cmid=2, cout=4, hw=4), target) if t.startswith("(ConvS2(")]
+    assert len(conv) == 1 and "(f32, GL, [0, 2, 3, 1])" in conv[0]
     with pytest.raises(ValueError, match="is a view"):
         step_spec(next(st for st in import_model(mlp()).steps if st.spec is None), target)
 
