@@ -294,13 +294,16 @@ def test_db_merge_combines_tables_and_refuses_other_rules(tables, tmp_path):
 
 
 # ---------------------------------------------------------------------- ray extra
-def test_ray_option_without_ray_says_how_to_install(tmp_path):
+def run_cli_without(module: str, *args: str) -> subprocess.CompletedProcess:
+    """The CLI where `module` (an optional extra's) cannot be imported."""
     code = (
-        "import sys; sys.modules['ray'] = None\n"
-        "from morello_asp.cli import main\n"
-        f"sys.exit(main(['precompute', '--db', {str(tmp_path / 'r.db')!r}, '--max-size', '1', '--ray', 'auto']))"
+        f"import sys; sys.modules[{module!r}] = None\nfrom morello_asp.cli import main\nsys.exit(main({list(args)!r}))"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def test_ray_option_without_ray_says_how_to_install(tmp_path):
+    r = run_cli_without("ray", "precompute", "--db", str(tmp_path / "r.db"), "--max-size", "1", "--ray", "auto")
     assert r.returncode == 2
     assert "pip install 'morello-asp[ray]'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 

@@ -15,7 +15,7 @@ import functools
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from math import prod
 from typing import Any
 
@@ -27,7 +27,7 @@ from morello_asp.errors import InputError
 from morello_asp.layout import Layout
 from morello_asp.onnx.importer import import_model, load
 from morello_asp.onnx.plan import Plan, Step, View
-from morello_asp.spec import parse_spec
+from morello_asp.onnx.specs import step_spec
 from morello_asp.synthesis import make_search
 from morello_asp.target import as_target
 
@@ -118,10 +118,7 @@ class InferenceSession:
         self._plan_buffers()
 
     def _program(self, search, st: Step) -> Program:
-        spec = parse_spec(st.spec, self.target)  # type: ignore[arg-type]
-        for i, lay in st.layouts.items():
-            rank = len(spec.operand_shapes[i])
-            spec = spec.with_operand(i, replace(spec.operands[i], layout=Layout.parse(lay, rank)))
+        spec = step_spec(st, self.target)  # what precompute's model_specs fills a table with
         key = spec.text()
         if key not in self.programs:
             t0 = time.perf_counter()

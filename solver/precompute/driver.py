@@ -437,6 +437,7 @@ def precompute(
     restart: bool = False,
     progress: Progress | None = None,
     tasks_per_stage: int = TASKS_PER_STAGE,
+    describe: str | None = None,
 ) -> Report:
     """Solve every spec of a grid (a `Grid`, or specs / spec texts) into the memo table
     `db`, stage by stage, with `workers` processes of the local executor (default: one
@@ -446,7 +447,8 @@ def precompute(
     an unfinished run is refused); `restart` drops an unfinished run's staged answers.
     `tasks_per_stage`: how many tasks a stage's roots are grouped into (0: one task per
     root); it shapes the table's order, so tables compare equal only between runs with
-    the same value."""
+    the same value. `describe` names the roots in the summary and in the message about an
+    unfinished run (default: the grid's options, or "N specs"): the CLI's `--onnx FILE`."""
 
     if isinstance(rules, (str, Path)):
         rules = (rules,)
@@ -455,7 +457,8 @@ def precompute(
     for w in check_rules(target, rules):
         print(f"morello-asp: warning: {w}", file=sys.stderr)
     load_kinds(tgt, rules)
-    specs, describe = grid_specs(specs_or_grid, tgt)
+    specs, what = grid_specs(specs_or_grid, tgt)
+    describe = describe or what
     stages = stages_of(specs, tasks_per_stage)
     fp = fingerprint(stages)
     files = engine_files(tgt, rules)
