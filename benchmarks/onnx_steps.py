@@ -78,23 +78,24 @@ def main(argv=None) -> int:
         g[1] += s
         g[2] += t
     print(f"{a.model}: {len(sess._calls)} calls, {title(sess.target)}")
-    print(f"in sequence {seq.sum():.2f} ms, alone {alone.sum():.2f} ms (sum over the calls)")
-    print("| spec | calls | in sequence ms | alone ms | lost ms |")
+    unit, k = ("ms", 1.0) if seq.sum() >= 1 else ("us", 1e3)  # a block's calls take microseconds
+    print(f"in sequence {seq.sum() * k:.2f} {unit}, alone {alone.sum() * k:.2f} {unit} (sum over the calls)")
+    print(f"| spec | calls | in sequence {unit} | alone {unit} | lost {unit} |")
     print("|---|---|---|---|---|")
     rows = sorted(groups.items(), key=lambda kv: -(kv[1][1] - kv[1][2]))
     for label, (n, s, t) in rows[: a.top]:
-        print(f"| {label} | {n} | {s:.2f} | {t:.2f} | {s - t:.2f} |")
+        print(f"| {label} | {n} | {s * k:.2f} | {t * k:.2f} | {(s - t) * k:.2f} |")
     if a.plot:
         import matplotlib.pyplot as plt
 
         top = rows[: a.top]
         fig, ax = plt.subplots(figsize=(9, 0.3 * len(top) + 1))
         y = np.arange(len(top))
-        ax.barh(y - 0.2, [g[1] for _, g in top], 0.4, label="in sequence")
-        ax.barh(y + 0.2, [g[2] for _, g in top], 0.4, label="alone")
+        ax.barh(y - 0.2, [g[1] * k for _, g in top], 0.4, label="in sequence")
+        ax.barh(y + 0.2, [g[2] * k for _, g in top], 0.4, label="alone")
         ax.set_yticks(y, [k for k, _ in top], fontsize=7)
         ax.invert_yaxis()
-        ax.set_xlabel("ms per run")
+        ax.set_xlabel(f"{unit} per run")
         ax.legend()
         fig.tight_layout()
         fig.savefig(a.plot)
