@@ -91,6 +91,27 @@ def test_spatial_split_by_hand():
     assert "_mm256_fmadd_ps" in full.to_c()  # the matmul's vector kernels serve the convolution
 
 
+def test_a_pointwise_split_takes_all_rows_at_once():
+    """A 1x1 ConvAccum over dense channels-last tiles splits all its rows at once: one
+    MatmulAccum(1 x h*w x c x f) on the pixels (the image and output read as rows of
+    pixels); proved, and checked against the sliding window. A tile of fewer channels
+    than the image has is not dense: it splits only row by row."""
+    spec = parse_spec(channels_last("1x16x8x3x5x1x1", "ConvAccum"))
+    imp = spec.spatial_split()
+    body = imp.children[0].spec
+    assert (body.kind, body.shape) == ("MatmulAccum", (1, 15, 8, 16))
+    full = imp.synthesize_all()
+    rep = verify(full)
+    assert rep.ok and any("dense runs of pixels" in o.what for o in rep.obligations)
+    img, filt, out = random_operands(spec, seed=7)
+    np.testing.assert_allclose(
+        full.compile()(img, filt, out=out.copy()), out + sliding_conv(img, filt), rtol=1e-4, atol=1e-4
+    )
+    half = spec.tile([1, 16, 4, 3, 5, 1, 1])
+    with pytest.raises(ScheduleError, match="needs b = 1 and h = 1"):
+        half.subschedule([0], lambda a: a.spatial_split())
+
+
 def test_spatial_split_says_why_not():
     with pytest.raises(ScheduleError, match="needs b = 1 and h = 1"):
         parse_spec(channels_last("1x8x4x2x4x3x3", "ConvAccum")).spatial_split()

@@ -11,6 +11,11 @@ filters view is the (c, f) plane at (fh, fw), the output view is the row's (w, f
 A strided or dilated convolution (kinds/conv.lp: image column S*w + D*fw) reads the
 pixels S*w + D*fw at row D*fh: its image view steps S pixels per row (View.steps), the
 coefficients read from the kind's accesses.
+
+A pointwise convolution (fh = fw = 1) over dense tiles of h > 1 rows splits them all at
+once (rules/spatial_split.lp's spatial_merged): MatmulAccum(1 x h*w x C x F), its image
+and output views the same memory read as rows of h*w pixels (a buffer of shape
+(b, H*W, channels) where the operand's is (b, channels, H, W) channels-last).
 """
 
 from __future__ import annotations
@@ -50,10 +55,32 @@ def _dims(spec) -> dict[str, int]:
     return dict(zip(spec.k.dim_names(len(spec.shape)), spec.shape))
 
 
-def body_shape(spec) -> tuple[int, int, int, int]:
-    """The MatmulAccum the split leaves: 1 x w x c x f."""
+def merged(spec) -> bool:
+    """The split takes h > 1 rows at once (a pointwise convolution: one filter position)."""
     d = _dims(spec)
-    return (1, d["w"], d["c"], d["f"])
+    return d["h"] > 1 and d["fh"] == 1 and d["fw"] == 1
+
+
+def body_shape(spec) -> tuple[int, int, int, int]:
+    """The MatmulAccum the split leaves: 1 x w x c x f (1 x h*w x c x f merged)."""
+    d = _dims(spec)
+    return (1, d["h"] * d["w"], d["c"], d["f"])
+
+
+def _pixel_rows(v, op: int, body_ts, shape) -> Any:
+    """View v of a channels-last image (op 0) or output (op 2) tile, dense, as rows of
+    its pixels: the buffer read as (b, H*W, channels), the view from the tile's first
+    pixel. Refused (CodegenError) for a tile that is not whole rows of whole pixels."""
+    b, ch, hh, ww = v.buf.shape
+    _, tc, th, tw = v.shape
+    pdims = v.buf.ts.layout.pdims
+    order = [p.dim for p in pdims if v.buf.shape[p.dim] > 1]  # a dimension of one lies anywhere
+    last = [d for d in (0, 2, 3, 1) if v.buf.shape[d] > 1]
+    if any(p.kind != "dyn" for p in pdims) or order != last or tc != ch or (th > 1 and tw != ww):
+        raise CodegenError(f"spatial_split: operand {op}'s tile {v.shape} of {v.buf.shape} is no run of whole pixels")
+    o = v.origin
+    buf = replace(v.buf, shape=(b, hh * ww, ch), ts=replace(v.buf.ts, layout=body_ts.layout))
+    return replace(v, buf=buf, origin=(o[0], o[2] * ww + o[3], o[1]), shape=shape, ts=body_ts, axes=None, steps=None)
 
 
 class SpatialSplit(Rewrite):
@@ -117,6 +144,9 @@ class SpatialSplit(Rewrite):
         for op, v in enumerate(views):
             if v.axes is not None or v.steps is not None:
                 raise CodegenError(f"spatial_split of {spec.short()}: operand {op} is already a reshaped view")
+            if op != 1 and merged(spec):
+                kids.append(_pixel_rows(v, op, body.operands[op], body.operand_shapes[op]))
+                continue
             # the filter position moves the image by the dilation (image row h + 2*fh)
             origin = list(v.origin)
             for dim, s, name in zip(_MOVED[op], shift, ("fh", "fw")):
@@ -169,26 +199,40 @@ class SpatialSplit(Rewrite):
         what = f"{name}: the body is MatmulAccum {'x'.join(map(str, body_shape(spec)))} on the operands' dtypes"
         want = ("MatmulAccum", body_shape(spec), tuple(t.dtype for t in spec.operands))
         got = (body.kind, body.shape, tuple(t.dtype for t in body.operands))
-        if d["b"] != 1 or d["h"] != 1:
-            out.append(Obligation(what, "refuted", f"b = {d['b']} and h = {d['h']}; the split needs both 1"))
+        if d["b"] != 1 or (d["h"] != 1 and not merged(spec)):
+            why = "the split needs b = 1, and h = 1 or one filter position"
+            out.append(Obligation(what, "refuted", f"b = {d['b']} and h = {d['h']}; {why}"))
         elif got != want:
             out.append(Obligation(what, "refuted", f"expected {want}, program has {got}"))
         else:
             out.append(Obligation(what, "proved"))
+        if merged(spec):
+            what = f"{name}: the image and output tiles are dense runs of pixels (their rows merge)"
+            loose = [
+                op
+                for op in (0, 2)
+                if spec.operands[op].contig not in (None, spec.operands[op].layout.full_contiguity())
+            ]
+            out.append(
+                Obligation(what, "refuted", f"operands {loose} are not contiguous")
+                if loose
+                else Obligation(what, "proved")
+            )
         fh, fw = z3.Ints("fh fw")
         s = z3.Solver()
         s.add(0 <= fh, fh < d["fh"], 0 <= fw, fw < d["fw"])
         img, filt, outp = spec.operand_shapes
-        # image row D*fh, columns D*fw + S*x for x < w (stride S, dilation D: the kind's
-        # coefficients); filters at (fh, fw); the output row 0
+        # image rows D*fh + y for y < h (h > 1 only merged: one filter position, stride 1),
+        # columns D*fw + S*x for x < w (stride S, dilation D: the kind's coefficients);
+        # filters at (fh, fw); the output rows y < h
         sw, dh, dw = _coef(spec, 0, 3, "w"), _coef(spec, 0, 2, "fh"), _coef(spec, 0, 3, "fw")
         s.add(
             z3.Or(
-                dh * fh + 1 > img[2],
+                dh * fh + d["h"] > img[2],
                 dw * fw + sw * (d["w"] - 1) + 1 > img[3],
                 fh + 1 > filt[2],
                 fw + 1 > filt[3],
-                outp[2] < 1,
+                outp[2] < d["h"],
             )
         )
         r, m = solve(s)
@@ -200,8 +244,10 @@ class SpatialSplit(Rewrite):
         return out
 
     def box_obligations(self, prover, head, seq, sp, a):
-        """On every spec of the box, b and h are 1 (the body's shape then follows from
-        the rules' children, checked on every spec class of the box)."""
+        """On every spec of the box, b is 1 and h is 1 or the filters 1 x 1 (the body's
+        shape then follows from the rules' children, checked on every spec class of the
+        box; a merged split's dense tiles are proved on each program and checked by
+        emit_c)."""
         import z3
 
         from morello_asp.solver.proofs.box_space import as_bool  # z3: on the first proof, not with the package
@@ -209,14 +255,16 @@ class SpatialSplit(Rewrite):
 
         names = sp.kind.dim_names(len(sp.dims))
         b, h = sp.dims[names.index("b")], sp.dims[names.index("h")]
-        neg = z3.Or(as_bool(b != 1), as_bool(h != 1))
+        fh, fw = sp.dims[names.index("fh")], sp.dims[names.index("fw")]
+        rows = z3.And(as_bool(h != 1), z3.Or(as_bool(fh != 1), as_bool(fw != 1)))
+        neg = z3.Or(as_bool(b != 1), rows)
         return [
             prover.ob(
                 head,
                 seq,
                 sp,
-                "spatial_split sees one image row (b = h = 1)",
+                "spatial_split sees one image row (b = h = 1) or one filter position (b = fh = fw = 1)",
                 neg,
-                lambda m: f"b = {value(m, b)}, h = {value(m, h)}",
+                lambda m: f"b = {value(m, b)}, h = {value(m, h)}, fh = {value(m, fh)}, fw = {value(m, fw)}",
             )
         ]
