@@ -36,6 +36,12 @@ def aligned_array(shape, dtype, zero: bool = False) -> np.ndarray:
     return aligned_empty(math.prod(shape), dtype, zero).reshape(shape)
 
 
+def in_order(buf: np.ndarray, shape, order) -> np.ndarray:
+    """Flat or C-contiguous `buf` as an array of logical `shape` whose memory lies in
+    `order` (dimensions from the outermost in memory; [0, 2, 3, 1]: channels-last): a view."""
+    return buf.reshape([shape[d] for d in order]).transpose(np.argsort(order))
+
+
 @functools.lru_cache(maxsize=64)
 def index_map(layout: Layout, shape: tuple[int, ...]) -> np.ndarray | None:
     """Buffer offset of every logical coordinate, or None when the layout is the identity."""

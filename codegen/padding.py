@@ -20,12 +20,13 @@ A Padded call is not re-entrant: two threads calling one Padded share its buffer
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from morello_asp.codegen.convert import as_array, dense_order
+from morello_asp.codegen.convert import as_array, dense_order, in_order
 from morello_asp.codegen.reference import check_call, random_operands, reference
 from morello_asp.errors import CodegenError
 
@@ -101,8 +102,7 @@ class Padded:
                     f"{spec.short()}: operand {i} is in a packing layout; padding needs a layout that only "
                     "orders dimensions (row_major, channels-last, ...)"
                 )
-            phys = np.zeros(tuple(shape[d] for d in order), ts.dtype.np_dtype)
-            buf = phys.transpose(np.argsort(order))  # logical shape, memory in the layout
+            buf = in_order(np.zeros(math.prod(shape), ts.dtype.np_dtype), shape, order)  # memory in the layout
             self._buf[i] = buf
             self._inner[i] = buf[
                 tuple(slice(sides[j][0], n - sides[j][1]) if j in sides else slice(None) for j, n in enumerate(shape))

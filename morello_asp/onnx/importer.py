@@ -33,6 +33,7 @@ from morello_asp.onnx.plan import (
     layout_text,
     memory_order,
     order_strides,
+    stride_order,
 )
 
 # ONNX's TensorProto.FLOAT; the only element type the importer takes for now.
@@ -204,7 +205,7 @@ class Importer:
         program whose source layout is the tensor's order in memory (so the call passes
         it as it is)."""
         shape, strides = self.shape(name), self.strides[name]
-        src = sorted(range(len(shape)), key=lambda d: (-strides[d], d))
+        src = stride_order(strides)
         out = self.fresh(name)
         self.shapes[out] = shape
         layouts = {0: layout_text(src)}
@@ -225,8 +226,7 @@ class Importer:
         phys = tuple(shape[d] for d in order)
         ident = order == tuple(range(len(shape)))
         if self.is_const(name):
-            c = self.const(name).transpose(order) if not ident else self.const(name)
-            return Arg(const=np.ascontiguousarray(c, dtype=np.float32)), phys
+            return Arg(const=np.ascontiguousarray(self.const(name).transpose(order), dtype=np.float32)), phys
         if self.order(name) != order:
             name = self.materialize(name, None if ident else order)
         return Arg(tensor=name, ops=[] if ident else [("transpose", order)]), phys

@@ -47,6 +47,14 @@ def _inputs(imp: Importer, node, n: int) -> list[str]:
 _CHANNELS_LAST = (0, 2, 3, 1)
 
 
+def _laid_out_as(order: tuple[int, ...], flat: tuple[int, ...]) -> dict[str, Any]:
+    """A step's out_order and out_ops for an output in memory `order` that its program
+    writes as the row-major array `flat` of that memory (none for row-major)."""
+    if order == tuple(range(len(order))):
+        return {}
+    return {"out_order": order, "out_ops": [("transpose", order), ("reshape", flat)]}
+
+
 # ---------------------------------------------------------------- matmuls
 def _matmul(imp: Importer, a: str, b: str, out: str, trans_a: bool = False, trans_b: bool = False) -> Step:
     """out = a' @ b' (primes: transposed where asked), batched over the leading
@@ -171,9 +179,7 @@ def _elementwise(imp: Importer, xs: list[str], out: str) -> tuple[list[Arg], tup
             a.ops = [*a.ops, ("reshape", rc)]
         args.append(a)
     rc = _flat2(phys)
-    if order == tuple(range(len(order))):
-        return args, rc, {}
-    return args, rc, {"out_order": order, "out_ops": [("transpose", order), ("reshape", rc)]}
+    return args, rc, _laid_out_as(order, rc)
 
 
 def _scale(imp: Importer, x: str, out: str, s: float, how: str) -> None:
@@ -211,11 +217,8 @@ def _add(imp: Importer, x: str, c: str, out: str, scale: float = 1.0) -> None:
             view = (prod(phys[:ax]), phys[ax], prod(phys[ax + 1 :]), 1)
             a.ops = [*a.ops, ("reshape", view)]
             args = [a, Arg(const=np.ascontiguousarray(v.reshape(-1), dtype=np.float32))]
-            lay: dict[str, Any] = {}
-            if order != tuple(range(len(order))):
-                lay = {"out_order": order, "out_ops": [("transpose", order), ("reshape", view)]}
             spec = f"BiasAdd({dims_text(view)}, f32)"
-            imp.produce(Step([], [], out, shape, spec=spec, args=args, kind="bias", **lay))
+            imp.produce(Step([], [], out, shape, spec=spec, args=args, kind="bias", **_laid_out_as(order, view)))
             return
         dense = imp.fresh(c)
         imp.consts[dense] = np.ascontiguousarray(np.broadcast_to(v.reshape(full), shape), dtype=np.float32)
@@ -453,9 +456,7 @@ def op_conv(imp: Importer, node) -> None:
             layouts = {0: "col_major"}
         args = [pixels, Arg(const=np.ascontiguousarray(wv.reshape(f, c).T).reshape(1, c, f))]
         spec = f"Matmul({dims_text((1, oh * ow, c, f))}, f32)"
-        flat = (1, oh * ow, f)
-        out_ops: View = [("transpose", _CHANNELS_LAST), ("reshape", flat)]
-        lay: dict[str, Any] = {"out_order": _CHANNELS_LAST, "out_ops": out_ops}
+        lay = _laid_out_as(_CHANNELS_LAST, (1, oh * ow, f))
         step = Step([], [], conv_out, oshape, spec=spec, layouts=layouts, args=args, kind="conv", filter_axis=2, **lay)
         imp.produce(step)
         _conv_bias(imp, ins, conv_out, out)

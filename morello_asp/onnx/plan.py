@@ -31,10 +31,16 @@ def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
     return all(d == 1 or s == w for d, s, w in zip(shape, strides, want))
 
 
+def stride_order(strides: Sequence[int]) -> tuple[int, ...]:
+    """The dimensions from the outermost in memory to the innermost (largest stride
+    first; ties in logical order)."""
+    return tuple(sorted(range(len(strides)), key=lambda d: (-strides[d], d)))
+
+
 def memory_order(shape: Sequence[int], strides: Sequence[int]) -> tuple[int, ...] | None:
     """The permutation p for which the array is dense in C order once transposed by p
     (row-major: the identity), or None for a strided view (a crop, every s-th pixel)."""
-    order = tuple(sorted(range(len(shape)), key=lambda d: (-strides[d], d)))
+    order = stride_order(strides)
     ok = is_contiguous([shape[d] for d in order], [strides[d] for d in order])
     return order if ok else None
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from morello_asp.codegen.convert import aligned_empty, dense_order
+from morello_asp.codegen.convert import aligned_empty, dense_order, in_order
 from morello_asp.default_table import DEFAULT_TABLE
 from morello_asp.errors import InputError
 from morello_asp.layout import Layout
@@ -257,8 +257,7 @@ class InferenceSession:
                 out = kept.reshape(oshape)
                 static[st.out] = out.reshape(st.out_shape)
             else:  # the tensor in its memory order; the program's output a view of it
-                order = st.out_order
-                tensor = kept.reshape([st.out_shape[d] for d in order]).transpose(np.argsort(order))
+                tensor = in_order(kept, st.out_shape, st.out_order)
                 static[st.out] = tensor
                 made: list[tuple[np.ndarray, np.ndarray]] = []
                 out = _apply(tensor, st.out_ops or [], made)
@@ -288,9 +287,9 @@ def _laid_out(c: np.ndarray, layout: Layout | None) -> np.ndarray:
     order = dense_order(layout, c.shape) if layout is not None else None
     if order is None or order == tuple(range(c.ndim)):
         return np.ascontiguousarray(c, dtype=np.float32)
-    phys = aligned_empty(c.size, np.float32).reshape([c.shape[d] for d in order])
-    phys[...] = c.transpose(order)
-    return phys.transpose(np.argsort(order))
+    out = in_order(aligned_empty(c.size, np.float32), c.shape, order)
+    out[...] = c
+    return out
 
 
 def _view_text(ops: View) -> str:
