@@ -7,7 +7,8 @@ The session is built as `morello-asp onnx` builds it (the memo table named: a mo
 cold compile can take many minutes). Rows group the steps by spec (`copy`: a staging
 copy of a strided view), sorted by the time lost in sequence, where a step's operands
 come from memory instead of the caches (a model's weights, larger than the last cache,
-do). Prints a table; --plot FILE draws the two times per group (needs matplotlib).
+do). Prints a table; --plot FILE draws the two times per group (needs matplotlib). A
+model it cannot take is one line, exit 2.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ full_isa(sys.argv)  # must precede numpy's import
 
 import numpy as np  # noqa: E402
 
+from morello_asp.errors import InputError  # noqa: E402
 from morello_asp.onnx import InferenceSession  # noqa: E402
 from morello_asp.onnx.compare import random_feed  # noqa: E402
 
@@ -69,7 +71,11 @@ def main(argv=None) -> int:
     p.add_argument("--top", type=int, default=25, help="rows printed (default 25)")
     p.add_argument("--plot", metavar="FILE", help="draw the groups' times into FILE (needs matplotlib)")
     a = p.parse_args(argv)
-    sess = InferenceSession(a.model, target=a.target, db=a.db)
+    try:
+        sess = InferenceSession(a.model, target=a.target, db=a.db)
+    except InputError as e:  # a missing or unsupported model, a bad target: one line, exit 2
+        print(f"onnx_steps.py: error: {e}", file=sys.stderr)
+        return 2
     seq, alone = profile(sess, a.runs)
     groups: dict[str, list[float]] = {}
     for label, s, t in zip(call_labels(sess), seq, alone):
