@@ -111,8 +111,10 @@ class Program(Callable):
         fast = fastcall.module() if all(p.order is not None for p in plans) else None
         self._run = fast.run if fast else None
         self._fast = None
+        self._addr: int | None = None
         if fast is not None:
             addr = int(self.module.ffi.cast("uintptr_t", self.module.ffi.addressof(lib, fname + "_call")))
+            self._addr = addr
 
             def entry(p: OperandPlan):
                 return (p.index, p.dtype, p.shape, p.read, p.order)
@@ -159,6 +161,30 @@ class Program(Callable):
             return self(*fixed, out=out) if r is NotImplemented else r  # e.g. an input overlapping out
 
         return call
+
+    def chain_entry(self, args, out):
+        """(the program's entry address, its operands' data pointers in parameter order):
+        one call of a chain on these arrays (fastcall.c's chain, a session's steps), made
+        from C with nothing of Python around it. None where the call must go through
+        `bind`: no compiled call path, no out= (a fresh output each call), or an array not
+        laid out as its operand is. The arrays must stay alive and in place."""
+        if self._addr is None or out is None:
+            return None
+        outs = list(out) if isinstance(out, tuple) else [out]
+        if len(args) != len(self._in_plans) or len(outs) != len(self._out_plans):
+            return None
+        ptrs = [0] * len(self._plans)
+        pairs = [(p, a, False) for p, a in zip(self._in_plans, args)]
+        pairs += [(p, a, True) for p, a in zip(self._out_plans, outs)]
+        for p, a, written in pairs:
+            if type(a) is not np.ndarray or a.dtype != p.dtype or a.shape not in (p.shape, p.squeezed):
+                return None
+            t = a.reshape(p.shape) if a.shape != p.shape else a
+            assert p.order is not None  # every operand has one where there is a compiled call path
+            if not (t.transpose(p.order).flags.c_contiguous and t.flags.aligned) or (written and not a.flags.writeable):
+                return None
+            ptrs[p.index] = a.ctypes.data
+        return self._addr, tuple(ptrs)
 
     def _new_output(self, o: int) -> np.ndarray:
         p = self._plans[o]

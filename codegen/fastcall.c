@@ -262,9 +262,88 @@ static PyObject *run(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
     return result;
 }
 
+/* A chain: programs called one after another on fixed buffers (a session's steps,
+ * morello_asp/onnx/session.py), each entry a program's kernel_call and its operands' data
+ * pointers, read once when the chain is made. A run calls them in order with the GIL
+ * released and nothing of Python between; an entry whose program refuses (its operands
+ * overlap: nothing of it ran) stops the run, and the caller runs that step its own way. */
+static const char *CHAIN = "morello_asp.call_chain";
+
+typedef struct {
+    int (*fn)(void **);
+    void *ptrs[MAX_OPS];
+} ChainEntry;
+
+typedef struct {
+    Py_ssize_t n;
+    ChainEntry e[];
+} Chain;
+
+static void chain_free(PyObject *capsule) {
+    void *c = PyCapsule_GetPointer(capsule, CHAIN);
+    if (c) PyMem_Free(c);
+}
+
+/* chain([(address, (pointer, ...)), ...]) -> capsule */
+static PyObject *chain(PyObject *self, PyObject *arg) {
+    PyObject *seq = PySequence_Fast(arg, "chain([(address, (pointer, ...)), ...])");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Chain *c = (Chain *)PyMem_Malloc(sizeof(Chain) + (size_t)n * sizeof(ChainEntry));
+    if (!c) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    c->n = n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i), *ptrs;
+        unsigned long long addr;
+        if (!PyArg_ParseTuple(item, "KO!", &addr, &PyTuple_Type, &ptrs)) goto fail;
+        Py_ssize_t k = PyTuple_GET_SIZE(ptrs);
+        if (k > MAX_OPS) {
+            PyErr_SetString(PyExc_ValueError, "chain: more operands than a program has");
+            goto fail;
+        }
+        c->e[i].fn = (int (*)(void **))(uintptr_t)addr;
+        for (Py_ssize_t j = 0; j < k; j++) {
+            c->e[i].ptrs[j] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(ptrs, j));
+            if (PyErr_Occurred()) goto fail;
+        }
+    }
+    Py_DECREF(seq);
+    PyObject *cap = PyCapsule_New(c, CHAIN, chain_free);
+    if (!cap) PyMem_Free(c);
+    return cap;
+fail:
+    Py_DECREF(seq);
+    PyMem_Free(c);
+    return NULL;
+}
+
+/* run_chain(chain, start) -> -1 when every entry from `start` on ran, else the index of
+ * the entry that refused (nothing of it ran; those before it did) */
+static PyObject *run_chain(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
+    if (argc != 2) {
+        PyErr_SetString(PyExc_TypeError, "run_chain(chain, start)");
+        return NULL;
+    }
+    const Chain *c = (const Chain *)PyCapsule_GetPointer(argv[0], CHAIN);
+    if (!c) return NULL;
+    Py_ssize_t i = PyLong_AsSsize_t(argv[1]);
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    if (i < 0) i = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (; i < c->n; i++)
+        if (c->e[i].fn((void **)c->e[i].ptrs) != 0) break;
+    Py_END_ALLOW_THREADS
+    return PyLong_FromSsize_t(i < c->n ? i : -1);
+}
+
 static PyMethodDef METHODS[] = {
     {"plan", plan, METH_VARARGS, "plan(address, nops, inputs, outputs): a call plan for kernel_call at address"},
     {"run", (PyCFunction)(void (*)(void))run, METH_FASTCALL, "run(plan, inputs, out)"},
+    {"chain", chain, METH_O, "chain([(address, pointers), ...]): programs called one after another on fixed buffers"},
+    {"run_chain", (PyCFunction)(void (*)(void))run_chain, METH_FASTCALL, "run_chain(chain, start) -> -1, or the entry that refused"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -316,3 +316,28 @@ def test_the_gil_is_released_while_the_program_runs():
         inside += sum(t0 + q < s < t1 - q for s in stamps)
     assert inside > 0, f"the main thread took no step during {len(span)} calls of {span[0][1] - span[0][0]:.4f} s"
     np.testing.assert_allclose(z, x @ y, rtol=1e-4)
+
+
+def test_a_chain_runs_its_calls_in_order_and_stops_at_one_that_refuses(mm):
+    """fastcall.chain: calls on fixed buffers made one after another from C (a session's
+    steps). An entry whose input overlaps its output runs nothing and its index comes back;
+    the run resumes after it. Arrays not laid out as their operands, or no out=, give no
+    entry (those calls go through bind)."""
+    rng = np.random.default_rng(1)
+    a, b, b2 = (rng.random(s, dtype=np.float32) for s in [(12, 16), (16, 32), (16, 32)])
+    out1, out2 = np.empty((12, 32), np.float32), np.zeros((12, 32), np.float32)
+    shared = np.zeros((12, 32), np.float32)
+    inside = shared.reshape(-1)[:192].reshape(12, 16)  # an input inside the output
+    entries = [mm.chain_entry((a, b), out1), mm.chain_entry((inside, b2), shared), mm.chain_entry((a, b2), out2)]
+    assert all(e is not None for e in entries)
+    fast = fastcall.module()
+    chain = fast.chain(entries)
+    assert fast.run_chain(chain, 0) == 1
+    np.testing.assert_allclose(out1, a @ b, rtol=1e-5)
+    assert not shared.any() and not out2.any()  # neither the refused call nor the one after it ran
+    assert fast.run_chain(chain, 2) == -1
+    np.testing.assert_allclose(out2, a @ b2, rtol=1e-5)
+    wide = rng.random((12, 32), dtype=np.float32)
+    assert mm.chain_entry((wide[:, :16], b), out1) is None  # a strided view
+    assert mm.chain_entry((a, b), None) is None
+    assert mm.chain_entry((a.astype(np.float64), b), out1) is None

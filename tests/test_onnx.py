@@ -116,6 +116,9 @@ def test_attention_block_matches_onnxruntime(db):
     # dead intermediates share buffers: q and k are dead once the scores are made, and the
     # softmax's probabilities (8 x 8) take q's slot (8 x 16)
     assert sess.intermediate_bytes < sess.unplanned_bytes
+    # the five steps before the last (a fresh output each run) are one chain, called from C
+    # (what _matches ran above)
+    assert [type(c).__name__ for c in sess._calls] == ["_Chain", "partial"]
 
 
 def test_a_scale_that_is_no_power_of_two_is_a_program(db):

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from morello_asp.codegen import fastcall
 from morello_asp.codegen.convert import aligned_empty, dense_order, in_order
 from morello_asp.default_table import DEFAULT_TABLE
 from morello_asp.errors import InputError
@@ -72,6 +73,22 @@ def _apply(a: np.ndarray, ops: View, copies: list[tuple[np.ndarray, np.ndarray]]
                 r = kept.reshape(val)
             a = r
     return a
+
+
+class _Chain:
+    """Consecutive steps called from C one after another (fastcall.c's chain), with no
+    Python between them. A step whose program refuses its buffers (an input overlapping
+    its output: nothing of it ran) runs its own way (its bound call, which copies), and
+    the chain resumes after it."""
+
+    def __init__(self, run, capsule, fallbacks: list[Any]):
+        self._run, self._capsule, self._fallbacks = run, capsule, fallbacks
+
+    def __call__(self) -> None:
+        i = self._run(self._capsule, 0)
+        while i >= 0:
+            self._fallbacks[i]()
+            i = self._run(self._capsule, i + 1)
 
 
 class InferenceSession:
@@ -232,24 +249,42 @@ class InferenceSession:
     def _bind(self) -> None:
         """Each step's call made once: every argument is a kept buffer (an input's, an
         intermediate's slot, an output's), a view of one, or a constant, so each program
-        runs on fixed arrays (Program.bind: the compiled call alone)."""
+        runs on fixed arrays (Program.bind: the compiled call alone). Consecutive steps
+        whose arrays lie as their operands do are one chain (Program.chain_entry): a run
+        calls them from C in turn, about a third of a microsecond less per step."""
         static: dict[str, np.ndarray] = dict(self._kept_in)
         static.update((n, np.asarray(c, dtype=np.float32)) for n, c in self.plan.consts_out.items())
         self._calls: list[Any] = []
+        fast = fastcall.module()
+        chained: list[tuple[tuple[int, tuple[int, ...]], Any]] = []  # (entry, its bound call) not yet in _calls
+
+        def flush() -> None:
+            if len(chained) > 1 and fast is not None:
+                self._calls.append(_Chain(fast.run_chain, fast.chain([e for e, _ in chained]), [c for _, c in chained]))
+            else:
+                self._calls.extend(c for _, c in chained)
+            chained.clear()
+
+        def call(c) -> None:
+            flush()
+            self._calls.append(c)
+
         for st, prog, fn in zip(self.plan.steps, self.step_program, self.step_fn):
             copies: list[tuple[np.ndarray, np.ndarray]] = []
             if prog is None:
                 assert st.source is not None
                 static[st.out] = _apply(static[st.source], st.view or [], copies)
-                self._calls.extend(functools.partial(np.copyto, dst, src) for dst, src in copies)
+                for dst, src in copies:
+                    call(functools.partial(np.copyto, dst, src))
                 continue
             spec = prog.spec
             oshape = tuple(spec.operand_shapes[spec.output])
             args = [a.const if a.const is not None else _apply(static[str(a.tensor)], a.ops, copies) for a in st.args]
-            self._calls.extend(functools.partial(np.copyto, dst, src) for dst, src in copies)
+            for dst, src in copies:
+                call(functools.partial(np.copyto, dst, src))
             assert fn is not None
             if st.out in self._fresh:
-                self._calls.append(functools.partial(self._new_output, st.out, st.out_shape, fn.bind(args, None)))
+                call(functools.partial(self._new_output, st.out, st.out_shape, fn.bind(args, None)))
                 continue
             kept = self.buffers[self.slot[st.out]] if st.out in self.slot else self._kept_out[st.out]
             kept = kept[: prod(oshape)]
@@ -262,7 +297,12 @@ class InferenceSession:
                 made: list[tuple[np.ndarray, np.ndarray]] = []
                 out = _apply(tensor, st.out_ops or [], made)
                 assert not made and out.shape == oshape, f"{st.label}: its output is no view of its tensor"
-            self._calls.append(fn.bind(args, out))
+            entry = getattr(fn, "chain_entry", lambda a, o: None)(args, out)
+            if entry is None:
+                call(fn.bind(args, out))
+            else:
+                chained.append((entry, fn.bind(args, out)))
+        flush()
         self._static = static
 
     # ------------------------------------------------------------------ what was made
