@@ -186,6 +186,29 @@ class Program(Callable):
             ptrs[p.index] = a.ctypes.data
         return self._addr, tuple(ptrs)
 
+    def call_ops(self, args, out) -> list:
+        """This call on these arrays as primitive steps: ("copy", dst, src) for each input
+        not laid out as its operand (into a new array that is), then ("call", self,
+        operands in parameter order), each operand in its layout. What a whole model's C
+        runs (morello_asp/onnx/emit_c.py). `out`: the output array (a tuple for several)."""
+        spec = self.spec
+        if self._fast is None:
+            raise CodegenError(f"{spec.short()}: an operand in a packing layout; its C call cannot take numpy's arrays")
+        outs = list(out) if isinstance(out, tuple) else [out]
+        operands: list = [None] * len(self._plans)
+        steps: list = []
+        for p, a in [*zip(self._in_plans, args), *zip(self._out_plans, outs)]:
+            t = a.reshape(p.shape) if a.shape != p.shape else a
+            assert p.order is not None
+            if not t.transpose(p.order).flags.c_contiguous:
+                if p.index in spec.outputs:
+                    raise CodegenError(f"{spec.short()}: its output is not laid out as the program writes it")
+                kept = self._new_output(p.index)
+                steps.append(("copy", kept, t))
+                t = kept
+            operands[p.index] = t
+        return [*steps, ("call", self, operands)]
+
     def _new_output(self, o: int) -> np.ndarray:
         p = self._plans[o]
         if p.order is None or p.direct:

@@ -136,6 +136,11 @@ class Padded:
 
         return call
 
+    def call_ops(self, args, out) -> list:
+        """As Program.call_ops: the copies into the borders' interiors, then the program's own steps."""
+        full, copies = self._arguments(args)
+        return [("copy", dst, src) for dst, src in copies] + self.program.call_ops(full, out)
+
     def _arguments(self, args) -> tuple[list, list[tuple[np.ndarray, np.ndarray]]]:
         """The program's arguments for a call on `args` (the kept bordered buffers in
         place of the windowed inputs) and the (interior, input) pairs to copy first."""

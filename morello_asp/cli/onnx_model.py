@@ -1,6 +1,7 @@
 """`morello-asp onnx MODEL.onnx`: an ONNX model compiled to synthesized programs; prints
 the plan (each node's spec, its cost and search time), and with --run the largest
-difference from onnxruntime, with --bench both latencies (docs/onnx.md)."""
+difference from onnxruntime, with --bench both latencies, with --emit c the whole model as
+one C file and its weights (docs/onnx.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 import time
 
 from morello_asp.cli.args import add_rules_option, add_target_option, check_logic_inputs, int_range
-from morello_asp.errors import RefutedError
+from morello_asp.errors import InputError, RefutedError
 from morello_asp.solver.search.dp import Progress
 from morello_asp.synthesis import DEFAULT_TABLE
 
@@ -21,6 +22,10 @@ def _onnx(args) -> int:
     from morello_asp.onnx.compare import bench, check  # (the same)
 
     check_logic_inputs(args)
+    if args.standalone and args.emit != "c":
+        raise InputError("--standalone needs --emit c")
+    if args.emit == "c" and not args.out:
+        raise InputError("--emit c writes the model's C and its weights: give --out FILE.c")
     db = None if args.no_db else (args.db or DEFAULT_TABLE)
     t0 = time.perf_counter()
     progress = Progress(enabled=False if args.quiet else None)
@@ -35,6 +40,17 @@ def _onnx(args) -> int:
         f"({sess.unplanned_bytes} without reuse)"
     )
     sys.stdout.flush()
+    if args.emit == "c":
+        from morello_asp.onnx.emit_c import model_c
+
+        mc = model_c(sess, standalone=args.standalone)
+        c_file, w_file = mc.save(args.out)
+        print(f"wrote {c_file} and its weights {w_file} ({len(mc.weights)} bytes)")
+        if args.standalone:
+            exe = c_file.with_suffix("")
+            print("build: " + " ".join(x.format(c=c_file, exe=exe) for x in mc.build))
+            names = " ".join(n.upper() + ".bin" for n, _ in mc.inputs + mc.outputs)
+            print(f"run:   {exe} {w_file} [{names}]")
     if args.run or args.bench:
         c = check(sess)
         verdict = "OK" if c.ok else "FAILED"
@@ -72,5 +88,17 @@ def register(sub) -> None:
         default=7,
         help="interleaved timing rounds (default 7)",
     )
+    p.add_argument(
+        "--emit",
+        choices=["c"],
+        help="c: the whole model as one C file (every program, and model_run over one arena) "
+        "and its weights beside it (FILE.weights.bin); needs --out",
+    )
+    p.add_argument(
+        "--standalone",
+        action="store_true",
+        help="with --emit c: a main() that reads the weights and inputs from files, writes the outputs, times runs",
+    )
+    p.add_argument("--out", metavar="FILE.c", help="where --emit c writes the C (the weights go beside it)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=_onnx)

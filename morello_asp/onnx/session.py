@@ -246,14 +246,50 @@ class InferenceSession:
     def _new_output(self, name: str, shape: tuple[int, ...], call) -> None:
         self._made[name] = call().reshape(shape)
 
-    def _bind(self) -> None:
-        """Each step's call made once: every argument is a kept buffer (an input's, an
-        intermediate's slot, an output's), a view of one, or a constant, so each program
-        runs on fixed arrays (Program.bind: the compiled call alone). Consecutive steps
-        whose arrays lie as their operands do are one chain (Program.chain_entry): a run
-        calls them from C in turn, about a third of a microsecond less per step."""
+    def walk(self) -> tuple[list[tuple], dict[str, np.ndarray]]:
+        """A run's steps on the session's arrays: ("copy", dst, src) where a view is
+        staged through a kept buffer, and ("step", step, fn, args, out) for each program
+        call, `out` None where the output is a fresh array each run; and every tensor's
+        array as the steps leave it (inputs, views, outputs). Every argument is a kept
+        buffer (an input's, an intermediate's slot, an output's), a view of one, or a
+        constant. Each walk makes its own staging buffers: what `_bind` binds, and what a
+        model's C (emit_c.py) lays out."""
         static: dict[str, np.ndarray] = dict(self._kept_in)
         static.update((n, np.asarray(c, dtype=np.float32)) for n, c in self.plan.consts_out.items())
+        steps: list[tuple] = []
+        for st, prog, fn in zip(self.plan.steps, self.step_program, self.step_fn):
+            copies: list[tuple[np.ndarray, np.ndarray]] = []
+            if prog is None:
+                assert st.source is not None
+                static[st.out] = _apply(static[st.source], st.view or [], copies)
+                steps += [("copy", dst, src) for dst, src in copies]
+                continue
+            spec = prog.spec
+            oshape = tuple(spec.operand_shapes[spec.output])
+            args = [a.const if a.const is not None else _apply(static[str(a.tensor)], a.ops, copies) for a in st.args]
+            steps += [("copy", dst, src) for dst, src in copies]
+            if st.out in self._fresh:
+                steps.append(("step", st, fn, args, None))
+                continue
+            kept = self.buffers[self.slot[st.out]] if st.out in self.slot else self._kept_out[st.out]
+            kept = kept[: prod(oshape)]
+            if st.out_order is None:
+                out = kept.reshape(oshape)
+                static[st.out] = out.reshape(st.out_shape)
+            else:  # the tensor in its memory order; the program's output a view of it
+                tensor = in_order(kept, st.out_shape, st.out_order)
+                static[st.out] = tensor
+                made: list[tuple[np.ndarray, np.ndarray]] = []
+                out = _apply(tensor, st.out_ops or [], made)
+                assert not made and out.shape == oshape, f"{st.label}: its output is no view of its tensor"
+            steps.append(("step", st, fn, args, out))
+        return steps, static
+
+    def _bind(self) -> None:
+        """Each step's call made once, on the arrays of a walk, so each program runs on
+        fixed arrays (Program.bind: the compiled call alone). Consecutive steps whose
+        arrays lie as their operands do are one chain (Program.chain_entry): a run calls
+        them from C in turn, about a third of a microsecond less per step."""
         self._calls: list[Any] = []
         fast = fastcall.module()
         chained: list[tuple[tuple[int, tuple[int, ...]], Any]] = []  # (entry, its bound call) not yet in _calls
@@ -269,41 +305,21 @@ class InferenceSession:
             flush()
             self._calls.append(c)
 
-        for st, prog, fn in zip(self.plan.steps, self.step_program, self.step_fn):
-            copies: list[tuple[np.ndarray, np.ndarray]] = []
-            if prog is None:
-                assert st.source is not None
-                static[st.out] = _apply(static[st.source], st.view or [], copies)
-                for dst, src in copies:
-                    call(functools.partial(np.copyto, dst, src))
+        steps, self._static = self.walk()
+        for ev in steps:
+            if ev[0] == "copy":
+                call(functools.partial(np.copyto, ev[1], ev[2]))
                 continue
-            spec = prog.spec
-            oshape = tuple(spec.operand_shapes[spec.output])
-            args = [a.const if a.const is not None else _apply(static[str(a.tensor)], a.ops, copies) for a in st.args]
-            for dst, src in copies:
-                call(functools.partial(np.copyto, dst, src))
-            assert fn is not None
-            if st.out in self._fresh:
+            _, st, fn, args, out = ev
+            if out is None:
                 call(functools.partial(self._new_output, st.out, st.out_shape, fn.bind(args, None)))
                 continue
-            kept = self.buffers[self.slot[st.out]] if st.out in self.slot else self._kept_out[st.out]
-            kept = kept[: prod(oshape)]
-            if st.out_order is None:
-                out = kept.reshape(oshape)
-                static[st.out] = out.reshape(st.out_shape)
-            else:  # the tensor in its memory order; the program's output a view of it
-                tensor = in_order(kept, st.out_shape, st.out_order)
-                static[st.out] = tensor
-                made: list[tuple[np.ndarray, np.ndarray]] = []
-                out = _apply(tensor, st.out_ops or [], made)
-                assert not made and out.shape == oshape, f"{st.label}: its output is no view of its tensor"
             entry = getattr(fn, "chain_entry", lambda a, o: None)(args, out)
             if entry is None:
                 call(fn.bind(args, out))
             else:
                 chained.append((entry, fn.bind(args, out)))
         flush()
-        self._static = static
 
     # ------------------------------------------------------------------ what was made
     def describe(self) -> list[tuple[str, str, str, int | None, float | None]]:

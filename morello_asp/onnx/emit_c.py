@@ -1,0 +1,354 @@
+"""A compiled model as one C file: every distinct program as a function, and a function
+`model_run` that runs the session's steps in order on one arena of intermediates and
+one blob of weights; with `standalone`, a `main` that reads the weights (and inputs)
+from files, writes the outputs and times runs, as codegen/standalone.py's programs do.
+
+The arrays of a session's walk (session.py) are laid out by where their memory lies:
+each allocation (numpy's base array) that holds a constant goes into the weights blob,
+every other one into the arena, at 64-byte boundaries; an array is then its
+allocation's place plus its own offset into it. The arena starts zeroed, so the zero
+borders of padded convolutions' kept buffers (never written) stay zero. A copy of a view
+(a strided reshape, a padded convolution's interior, an input or an output in another
+order) is a loop over its shape with both sides' strides.
+
+The executable's interface:
+
+    ./model WEIGHTS.bin                       inputs of deterministic values; prints a
+                                              checksum of each output
+    ./model WEIGHTS.bin IN... OUT...          one file per graph input (read) and output
+                                              (written), float32 in C order, raw
+
+then the run is timed and `times: ...` and `time: T s/iter (median of R reps x N
+calls)` go to stderr (MORELLO_ASP_REPS=N repetitions, 0: none).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from morello_asp.codegen.convert import aligned_empty
+from morello_asp.codegen.emit import emit_function, prelude, resolve
+from morello_asp.codegen.standalone import build_command
+from morello_asp.errors import CodegenError, InputError
+
+ALIGN = 64
+
+
+def _root(a: np.ndarray) -> np.ndarray:
+    """The allocation an array's memory belongs to."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+@dataclass
+class _Places:
+    """Allocations by the address of their memory: which blob (weights or arena) holds
+    each and where."""
+
+    weights: list[np.ndarray] = field(default_factory=list)
+    arena_bytes: int = 0
+    weights_bytes: int = 0
+    where: dict[int, tuple[str, int, int, int]] = field(default_factory=dict)  # id -> (blob, offset, start, size)
+
+    def add(self, a: np.ndarray, const: bool) -> None:
+        r = _root(a)
+        if id(r) in self.where:
+            return
+        if not (r.flags.c_contiguous or r.flags.f_contiguous):
+            raise CodegenError("a session array's memory is not one block")
+        start, size = r.ctypes.data, r.nbytes
+        if const:
+            off = self.weights_bytes
+            self.weights.append(r)
+            self.weights_bytes += -(-size // ALIGN) * ALIGN
+            self.where[id(r)] = ("w", off, start, size)
+        else:
+            off = self.arena_bytes
+            self.arena_bytes += -(-size // ALIGN) * ALIGN
+            self.where[id(r)] = ("arena", off, start, size)
+
+    def expr(self, a: np.ndarray) -> str:
+        """C for a pointer to the array's first value (a char* offset, cast)."""
+        blob, off, start, size = self.where[id(_root(a))]
+        at = off + a.ctypes.data - start
+        assert 0 <= a.ctypes.data - start <= size
+        return f"(float *)({blob} + {at})"
+
+    def weights_blob(self) -> bytes:
+        parts = []
+        for r in self.weights:
+            b = np.ascontiguousarray(r).view(np.uint8).reshape(-1).tobytes() if r.flags.c_contiguous else None
+            if b is None:  # Fortran-ordered: its memory as it lies
+                b = np.asfortranarray(r).T.view(np.uint8).reshape(-1).tobytes()
+            parts.append(b + bytes(-len(b) % ALIGN))
+        return b"".join(parts)
+
+
+def _copy(places: _Places, dst: np.ndarray, src: np.ndarray) -> str:
+    """A copy of view src into view dst (the same shape), element strides on both sides."""
+    if dst.shape != src.shape:
+        raise CodegenError(f"a copy between shapes {src.shape} and {dst.shape}")
+    if dst.size == 0:
+        return ""
+    shape = ", ".join(str(n) for n in dst.shape) or "1"
+    ds = ", ".join(str(s // 4) for s in dst.strides) or "1"
+    ss = ", ".join(str(s // 4) for s in src.strides) or "1"
+    nd = max(dst.ndim, 1)
+    return (
+        f"    {{ static const long sh[] = {{{shape}}}, ds[] = {{{ds}}}, ss[] = {{{ss}}};\n"
+        f"      mo_copy({places.expr(dst)}, ds, {places.expr(src)}, ss, sh, {nd}); }}"
+    )
+
+
+COPY_C = """/* dst[i...] = src[i...] over `shape`: both views' strides in elements; a row whose
+   values are adjacent on both sides is one memcpy. */
+static void mo_copy(float *dst, const long *ds, const float *src, const long *ss, const long *shape, int nd)
+{
+    if (nd == 1) {
+        if (ds[0] == 1 && ss[0] == 1) {
+            memcpy(dst, src, (size_t)shape[0] * sizeof(float));
+            return;
+        }
+        for (long i = 0; i < shape[0]; i++) dst[i * ds[0]] = src[i * ss[0]];
+        return;
+    }
+    for (long i = 0; i < shape[0]; i++) mo_copy(dst + i * ds[0], ds + 1, src + i * ss[0], ss + 1, shape + 1, nd - 1);
+}"""
+
+
+@dataclass
+class ModelC:
+    """A model's C (text), its weights blob (bytes, the file `main` reads), the graph's
+    inputs and outputs (name, shape) in order, and whether it needs OpenMP."""
+
+    text: str
+    weights: bytes
+    inputs: list[tuple[str, tuple[int, ...]]]
+    outputs: list[tuple[str, tuple[int, ...]]]
+    openmp: bool
+    build: list[str]  # the compiler command, for FILE.c into FILE
+
+    def save(self, path: str | Path) -> tuple[Path, Path]:
+        """FILE.c and its weights, FILE.weights.bin beside it."""
+        p = Path(path)
+        w = p.with_suffix(".weights.bin")
+        try:
+            p.write_text(self.text)
+            w.write_bytes(self.weights)
+        except OSError as e:
+            raise InputError(f"cannot write {e.filename}: {e.strerror}") from None
+        return p, w
+
+
+def model_c(session: Any, standalone: bool = False) -> ModelC:
+    """The session's model as C (module docstring)."""
+    steps, static = session.walk()
+    consts = {id(_root(np.asarray(c))) for c in session.plan.consts_out.values()}
+    consts |= {id(_root(a.const)) for st in session.plan.steps for a in st.args if a.const is not None}
+    places = _Places()
+    ops: list[tuple] = []
+    outputs: dict[str, np.ndarray] = {}
+    for ev in steps:
+        if ev[0] == "copy":
+            ops.append(ev)
+            continue
+        _, st, fn, args, out = ev
+        if out is None:  # a fresh array each run in Python: an arena block here
+            spec = fn.spec
+            out = aligned_empty(prod(spec.operand_shapes[spec.output]), np.float32).reshape(
+                spec.operand_shapes[spec.output]
+            )
+            outputs[st.out] = out.reshape(st.out_shape)
+        if not hasattr(fn, "call_ops"):
+            raise CodegenError(f"{st.label}: its program does not run in this process; no C for the model")
+        for op in fn.call_ops(args, out):
+            if op[0] == "call":  # C checks no overlap (restrict): an input inside an output is read from a copy
+                prog, arrays = op[1], list(op[2])
+                for i in range(len(arrays)):
+                    if i not in prog.spec.outputs and any(
+                        np.may_share_memory(arrays[i], arrays[o]) for o in prog.spec.outputs
+                    ):
+                        kept = prog._new_output(i)
+                        ops.append(("copy", kept, arrays[i]))
+                        arrays[i] = kept
+                op = ("call", prog, arrays)
+            ops.append(op)
+    for t in session._kept_in.values():
+        places.add(t, False)
+    for op in ops:
+        if op[0] == "copy":
+            for a in op[1:]:
+                places.add(a, id(_root(a)) in consts)
+        else:
+            for a in op[2]:
+                places.add(a, id(_root(a)) in consts)
+    outs = [(o.name, outputs[o.name] if o.name in outputs else static[o.name]) for o in session.plan.outputs]
+    for _, a in outs:
+        places.add(a, id(_root(a)) in consts)
+
+    ct = None
+    funcs: dict[int, str] = {}
+    bodies: list[str] = []
+    openmp = False
+    for op in ops:
+        if op[0] == "call" and id(op[1]) not in funcs:
+            prog = op[1]
+            ct = ct or resolve(prog.impl)
+            name = f"p{len(funcs)}"
+            text, omp = emit_function(prog.impl, name, ct)
+            openmp |= omp
+            funcs[id(prog)] = name
+            bodies.append(text)
+    if ct is None:
+        raise CodegenError("the model has no program to emit")
+    lines = ["void model_run(const float *const *in, float *const *out, const char *w, char *arena)", "{"]
+    for k, t in enumerate(session._kept_in.values()):
+        lines.append(_io_copy(places, t, k, into=True))
+    for op in ops:
+        if op[0] == "copy":
+            lines.append(_copy(places, op[1], op[2]))
+        else:
+            prog, arrays = op[1], op[2]
+            casts = ", ".join(places.expr(a) for a in arrays)
+            lines.append(f"    {funcs[id(prog)]}({casts});  /* {prog.spec.short()} */")
+    for k, (_, a) in enumerate(outs):
+        lines.append(_io_copy(places, a, k, into=False))
+    lines.append("}")
+    inputs = [(n, tuple(t.shape)) for n, t in session._kept_in.items()]
+    outputs_l = [(n, tuple(a.shape)) for n, a in outs]
+    parts = [
+        "\n".join(prelude(ct)),
+        "#include <stdio.h>",
+        *bodies,
+        COPY_C,
+        f"enum {{ MO_ARENA_BYTES = {places.arena_bytes}, MO_WEIGHTS_BYTES = {places.weights_bytes} }};",
+        "\n".join(lines),
+    ]
+    if standalone:
+        parts.append(_main(inputs, outputs_l))
+    head = (
+        f"/* {len(session.plan.steps)} steps of an ONNX model, {len(funcs)} programs (morello_asp/onnx/emit_c.py).\n"
+        f"   build: {' '.join(build_command(ct, 'model.c', 'model', openmp))}\n"
+        f"   run:   ./model model.weights.bin [INPUTS... OUTPUTS...] */"
+    )
+    return ModelC(
+        head + "\n" + "\n\n".join(p for p in parts if p) + "\n",
+        places.weights_blob(),
+        inputs,
+        outputs_l,
+        openmp,
+        build_command(ct, "{c}", "{exe}", openmp),
+    )
+
+
+def _io_copy(places: _Places, a: np.ndarray, k: int, into: bool) -> str:
+    """Graph input k (dense, C order) into its kept array `a` (into), or array `a` out
+    to graph output k."""
+    dense = [4 * prod(a.shape[j + 1 :]) for j in range(a.ndim)]
+    shape = ", ".join(str(n) for n in a.shape) or "1"
+    mine = ", ".join(str(s // 4) for s in a.strides) or "1"
+    theirs = ", ".join(str(s // 4) for s in dense) or "1"
+    nd = max(a.ndim, 1)
+    if into:
+        return (
+            f"    {{ static const long sh[] = {{{shape}}}, ds[] = {{{mine}}}, ss[] = {{{theirs}}};\n"
+            f"      mo_copy({places.expr(a)}, ds, in[{k}], ss, sh, {nd}); }}"
+        )
+    return (
+        f"    {{ static const long sh[] = {{{shape}}}, ds[] = {{{theirs}}}, ss[] = {{{mine}}};\n"
+        f"      mo_copy(out[{k}], ds, {places.expr(a)}, ss, sh, {nd}); }}"
+    )
+
+
+def _main(inputs: list[tuple[str, tuple[int, ...]]], outputs: list[tuple[str, tuple[int, ...]]]) -> str:
+    ni, no = len(inputs), len(outputs)
+    sizes_in = ", ".join(str(prod(s)) for _, s in inputs) or "0"
+    sizes_out = ", ".join(str(prod(s)) for _, s in outputs) or "0"
+    names = " ".join(n.upper() + ".bin" for n, _ in inputs + outputs)
+    return f"""static int cmp_double(const void *a, const void *b)
+{{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}}
+
+static void *read_file(const char *path, size_t bytes)
+{{
+    char *p = aligned_alloc(64, bytes ? (bytes + 63) / 64 * 64 : 64);
+    FILE *f = fopen(path, "rb");
+    if (!p || !f || fread(p, 1, bytes, f) != bytes) {{
+        fprintf(stderr, "cannot read %zu bytes from %s\\n", bytes, path);
+        exit(2);
+    }}
+    fclose(f);
+    return p;
+}}
+
+int main(int argc, char **argv)
+{{
+    static const size_t in_n[] = {{{sizes_in}}}, out_n[] = {{{sizes_out}}};
+    if (argc != 2 && argc != 2 + {ni} + {no}) {{
+        fprintf(stderr, "usage: %s WEIGHTS.bin [{names}]\\n", argv[0]);
+        return 2;
+    }}
+    const char *w = read_file(argv[1], MO_WEIGHTS_BYTES);
+    char *arena = aligned_alloc(64, MO_ARENA_BYTES ? (MO_ARENA_BYTES + 63) / 64 * 64 : 64);
+    if (!arena) {{ fprintf(stderr, "out of memory\\n"); return 2; }}
+    memset(arena, 0, MO_ARENA_BYTES);
+    float *in[{max(ni, 1)}], *out[{max(no, 1)}];
+    for (int k = 0; k < {ni}; k++) {{
+        if (argc > 2) in[k] = read_file(argv[2 + k], in_n[k] * sizeof(float));
+        else {{
+            in[k] = aligned_alloc(64, (in_n[k] * sizeof(float) + 63) / 64 * 64);
+            for (size_t i = 0; i < in_n[k]; i++) in[k][i] = (float)((int)((i * 7 + k) % 17) - 8) / 8.0f;
+        }}
+    }}
+    for (int k = 0; k < {no}; k++) out[k] = aligned_alloc(64, (out_n[k] * sizeof(float) + 63) / 64 * 64);
+    model_run((const float *const *)in, out, w, arena);
+    for (int k = 0; k < {no}; k++) {{
+        if (argc > 2) {{
+            FILE *f = fopen(argv[2 + {ni} + k], "wb");
+            if (!f || fwrite(out[k], sizeof(float), out_n[k], f) != out_n[k]) {{
+                fprintf(stderr, "cannot write %s\\n", argv[2 + {ni} + k]);
+                return 2;
+            }}
+            fclose(f);
+        }} else {{
+            double sum = 0;
+            for (size_t i = 0; i < out_n[k]; i++) sum += (double)out[k][i];
+            printf("checksum %d: %.17g\\n", k, sum);
+        }}
+    }}
+    const char *reps_env = getenv("MORELLO_ASP_REPS");
+    int reps = reps_env ? atoi(reps_env) : 7;
+    if (reps > 0) {{
+        double *times = malloc(sizeof(double) * (size_t)reps);
+        struct timespec t0, t1;
+        for (int i = 0; i < 2; i++) model_run((const float *const *)in, out, w, arena);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        model_run((const float *const *)in, out, w, arena);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double once = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        double want = 0.05 / (once > 1e-9 ? once : 1e-9);
+        long iters = want < 1 ? 1 : want > 1e7 ? 10000000 : (long)want;
+        for (int r = 0; r < reps; r++) {{
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            for (long i = 0; i < iters; i++) model_run((const float *const *)in, out, w, arena);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            times[r] = ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / (double)iters;
+        }}
+        fprintf(stderr, "times:");
+        for (int r = 0; r < reps; r++) fprintf(stderr, " %.6e", times[r]);
+        fprintf(stderr, "\\n");
+        qsort(times, (size_t)reps, sizeof(double), cmp_double);
+        double med = reps % 2 ? times[reps / 2] : (times[reps / 2 - 1] + times[reps / 2]) / 2;
+        fprintf(stderr, "time: %.6e s/iter (median of %d reps x %ld calls)\\n", med, reps, iters);
+        free(times);
+    }}
+    return 0;
+}}"""
