@@ -90,20 +90,41 @@ class _Places:
         return b"".join(parts)
 
 
+def _loops(shape, dst_strides, src_strides) -> tuple[list[int], list[int], list[int]]:
+    """The copy's loops: dimensions in the destination's memory order (its largest stride
+    outermost), those of one value dropped, and neighbours that are one run on both sides
+    merged, so the innermost loop walks adjacent values where it can (a channels-last
+    interior: rows of w x c values, not single values c apart)."""
+    dims = sorted((j for j in range(len(shape)) if shape[j] > 1), key=lambda j: -abs(dst_strides[j]))
+    out: list[list[int]] = []
+    for j in dims:
+        n, d, s = shape[j], dst_strides[j], src_strides[j]
+        if out and out[-1][1] == d * n and out[-1][2] == s * n:  # the outer loop steps over exactly this one
+            out[-1] = [out[-1][0] * n, d, s]
+        else:
+            out.append([n, d, s])
+    if not out:
+        out = [[1, 1, 1]]
+    return [x[0] for x in out], [x[1] for x in out], [x[2] for x in out]
+
+
+def _strided_copy(dst: str, dst_strides, src: str, src_strides, shape) -> str:
+    """C copying view src (pointer expression and element strides) into view dst."""
+    sh, ds, ss = _loops(list(shape), [s // 4 for s in dst_strides], [s // 4 for s in src_strides])
+    text = ", ".join
+    return (
+        f"    {{ static const long sh[] = {{{text(map(str, sh))}}}, ds[] = {{{text(map(str, ds))}}}, "
+        f"ss[] = {{{text(map(str, ss))}}};\n      mo_copy({dst}, ds, {src}, ss, sh, {len(sh)}); }}"
+    )
+
+
 def _copy(places: _Places, dst: np.ndarray, src: np.ndarray) -> str:
-    """A copy of view src into view dst (the same shape), element strides on both sides."""
+    """A copy of view src into view dst (the same shape)."""
     if dst.shape != src.shape:
         raise CodegenError(f"a copy between shapes {src.shape} and {dst.shape}")
     if dst.size == 0:
         return ""
-    shape = ", ".join(str(n) for n in dst.shape) or "1"
-    ds = ", ".join(str(s // 4) for s in dst.strides) or "1"
-    ss = ", ".join(str(s // 4) for s in src.strides) or "1"
-    nd = max(dst.ndim, 1)
-    return (
-        f"    {{ static const long sh[] = {{{shape}}}, ds[] = {{{ds}}}, ss[] = {{{ss}}};\n"
-        f"      mo_copy({places.expr(dst)}, ds, {places.expr(src)}, ss, sh, {nd}); }}"
-    )
+    return _strided_copy(places.expr(dst), dst.strides, places.expr(src), src.strides, dst.shape)
 
 
 COPY_C = """/* dst[i...] = src[i...] over `shape`: both views' strides in elements; a row whose
@@ -251,19 +272,9 @@ def _io_copy(places: _Places, a: np.ndarray, k: int, into: bool) -> str:
     """Graph input k (dense, C order) into its kept array `a` (into), or array `a` out
     to graph output k."""
     dense = [4 * prod(a.shape[j + 1 :]) for j in range(a.ndim)]
-    shape = ", ".join(str(n) for n in a.shape) or "1"
-    mine = ", ".join(str(s // 4) for s in a.strides) or "1"
-    theirs = ", ".join(str(s // 4) for s in dense) or "1"
-    nd = max(a.ndim, 1)
     if into:
-        return (
-            f"    {{ static const long sh[] = {{{shape}}}, ds[] = {{{mine}}}, ss[] = {{{theirs}}};\n"
-            f"      mo_copy({places.expr(a)}, ds, in[{k}], ss, sh, {nd}); }}"
-        )
-    return (
-        f"    {{ static const long sh[] = {{{shape}}}, ds[] = {{{theirs}}}, ss[] = {{{mine}}};\n"
-        f"      mo_copy(out[{k}], ds, {places.expr(a)}, ss, sh, {nd}); }}"
-    )
+        return _strided_copy(places.expr(a), a.strides, f"in[{k}]", dense, a.shape)
+    return _strided_copy(f"out[{k}]", dense, places.expr(a), a.strides, a.shape)
 
 
 def _main(inputs: list[tuple[str, tuple[int, ...]]], outputs: list[tuple[str, tuple[int, ...]]]) -> str:
@@ -271,15 +282,30 @@ def _main(inputs: list[tuple[str, tuple[int, ...]]], outputs: list[tuple[str, tu
     sizes_in = ", ".join(str(prod(s)) for _, s in inputs) or "0"
     sizes_out = ", ".join(str(prod(s)) for _, s in outputs) or "0"
     names = " ".join(n.upper() + ".bin" for n, _ in inputs + outputs)
-    return f"""static int cmp_double(const void *a, const void *b)
+    return f"""#include <sys/mman.h>
+
+static int cmp_double(const void *a, const void *b)
 {{
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }}
 
+/* Whole 2 MiB pages, transparent huge pages where the kernel has them (as numpy asks for
+   its large arrays): the weights are streamed every run, and 4 KiB pages cost a TLB walk
+   each. */
+static void *big_alloc(size_t bytes)
+{{
+    size_t n = (bytes + ((size_t)2 << 20) - 1) / ((size_t)2 << 20) * ((size_t)2 << 20);
+    void *p = aligned_alloc((size_t)2 << 20, n ? n : (size_t)2 << 20);
+#ifdef MADV_HUGEPAGE
+    if (p) madvise(p, n, MADV_HUGEPAGE);
+#endif
+    return p;
+}}
+
 static void *read_file(const char *path, size_t bytes)
 {{
-    char *p = aligned_alloc(64, bytes ? (bytes + 63) / 64 * 64 : 64);
+    char *p = big_alloc(bytes);
     FILE *f = fopen(path, "rb");
     if (!p || !f || fread(p, 1, bytes, f) != bytes) {{
         fprintf(stderr, "cannot read %zu bytes from %s\\n", bytes, path);
@@ -297,7 +323,7 @@ int main(int argc, char **argv)
         return 2;
     }}
     const char *w = read_file(argv[1], MO_WEIGHTS_BYTES);
-    char *arena = aligned_alloc(64, MO_ARENA_BYTES ? (MO_ARENA_BYTES + 63) / 64 * 64 : 64);
+    char *arena = big_alloc(MO_ARENA_BYTES);
     if (!arena) {{ fprintf(stderr, "out of memory\\n"); return 2; }}
     memset(arena, 0, MO_ARENA_BYTES);
     float *in[{max(ni, 1)}], *out[{max(no, 1)}];
