@@ -41,7 +41,7 @@ def _onnx(args) -> int:
     )
     sys.stdout.flush()
     if args.emit == "c":
-        from morello_asp.onnx.emit_c import model_c
+        from morello_asp.onnx.emit_c import model_c  # numpy: heavy, as above
 
         mc = model_c(sess, standalone=args.standalone)
         c_file, w_file = mc.save(args.out)
