@@ -17,7 +17,7 @@ pytest.importorskip("onnxruntime", reason="the onnx extra is not installed (make
 from morello_asp.onnx import InferenceSession  # noqa: E402
 from morello_asp.onnx.blocks import attention, bottleneck  # noqa: E402
 from morello_asp.onnx.compare import RTOL, onnxruntime_session, random_feed  # noqa: E402
-from morello_asp.onnx.emit_c import model_c  # noqa: E402
+from morello_asp.onnx.emit_c import _loops, model_c  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +79,16 @@ def test_cli_emits_the_model_and_refuses_what_it_cannot_do_in_one_line(tmp_path,
     ]:
         r = subprocess.run([*base, *extra], capture_output=True, text=True)
         assert r.returncode == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_copy_walks_the_destinations_memory_order_in_merged_runs():
+    """A channels-last interior (n, c, h, w logical; c innermost in memory) copies rows of
+    w x c adjacent values, not one value per innermost loop; dims of one value drop out."""
+    # dst: the interior of a 1 x 64 x 10 x 10 channels-last buffer (rows of 10 pixels x 64
+    # channels, 12 pixels apart: a border of one); src: a dense 1 x 64 x 8 x 8 channels-last array
+    shape = [1, 64, 8, 8]
+    dst = [64 * 10 * 10, 1, 64 * 10, 64]
+    src = [64 * 8 * 8, 1, 64 * 8, 64]
+    assert _loops(shape, dst, src) == ([8, 512], [640, 1], [512, 1])
+    # both dense in the same order: one run
+    assert _loops(shape, src, src) == ([4096], [1], [1])
