@@ -210,6 +210,11 @@ def _mul_scalar(name, shape, ins, outs):
     return (x * s[0, 0],)
 
 
+def _batch_mul_scalar(name, shape, ins, outs):
+    x, s = (wide(a, outs[0].dtype) for a in ins)
+    return (x * s[0, 0, 0],)
+
+
 def _div_scalar(name, shape, ins, outs):
     x, s = (wide(a, outs[0].dtype) for a in ins)
     return (x / s[0, 0],)
@@ -334,6 +339,7 @@ FAMILIES = [
     Family("ElementwiseAddRelu", _add_relu, EVERY[:3], any_rank(1)),
     Family("MulScalar", _mul_scalar, FLOATS + [("i32",)], dims(17, 17)),
     Family("DivScalar", _div_scalar, FLOATS, dims(17, 17)),
+    Family("BatchMulScalar", _batch_mul_scalar, FLOATS, dims(3, 17, 17)),
     Family("BiasAdd", _bias_add, FLOATS + [("i32",)], dims(3, 17, 7, 7)),
     Family("BiasAddRelu", _bias_add_relu, FLOATS + [("i32",)], dims(3, 17, 7, 7)),
     Family(r"MaxPool(S\d)?", _max_pool, FLOATS, dims(2, 5, 5, 5, 3, 3), _max_old),
@@ -484,6 +490,7 @@ def compose_outputs(components: list[str], args: list[np.ndarray]) -> np.ndarray
     is the previous output), then all the innermost one's, then the output."""
     out = args[-1]
     arity = {"Matmul": 2, "ElementwiseAdd": 2, "ElementwiseAddRelu": 2, "BiasAdd": 2, "BiasAddRelu": 2, "DivideVec": 2}
+    arity["BatchMulScalar"] = 2
     n_in = [arity.get(c, 2 if re.fullmatch(r"Conv(S\d)?(D\d)?", c) else 1) for c in components]
     pos, extra = 0, []
     for n in n_in[:-1]:

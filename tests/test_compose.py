@@ -154,6 +154,9 @@ def test_fuse_in_cache_keeps_the_intermediate_in_the_innermost_cache():
         "Compose((Softmax2, Matmul), [1x3x2, 1x2x9], f32)",
         "Compose((Matmul, Matmul), [1x3x4, 1x5x2, 1x2x3], f32)",
         "Compose((Matmul, Softmax2, Matmul), [1x5x3, 1x3x2, 1x2x5], f32)",
+        # softmax(A @ B^T * s): B^T a col-major view, s = 1 / sqrt(d) a 1 x 1 x 1 operand
+        "Compose((Softmax2, BatchMulScalar, Matmul), [(1x1x1, f32, GL, row_major), (1x3x2, f32, GL, row_major), "
+        "(1x2x9, f32, GL, col_major), out=(1x3x9, f32, GL, row_major)], serial)",
     ],
 )
 def test_chains_synthesize_run_and_are_proved(text):
@@ -165,6 +168,8 @@ def test_chains_synthesize_run_and_are_proved(text):
     assert_close(got, reference(spec, *ins, np.zeros(spec.operand_shapes[-1], np.float32)), spec)
     if spec.kind == "Compose((Softmax2, Matmul))":
         assert_close(got, softmax64(ins[0] @ ins[1], 2), spec)
+    if spec.kind == "Compose((Softmax2, BatchMulScalar, Matmul))":
+        assert_close(got, softmax64(ins[0][0, 0, 0] * (ins[1] @ ins[2]), 2), spec)
     rep = verify(imp)
     assert rep.ok, str(rep)
 

@@ -130,6 +130,7 @@ COMPOSES = [
     ("Matmul", "Softmax2", "Matmul"),
     ("Relu", "ElementwiseAdd", "Matmul"),
     ("Relu", "BiasAdd", "Conv"),
+    ("Softmax2", "BatchMulScalar", "Matmul"),
 ]
 
 
@@ -143,6 +144,7 @@ def compose_text(components: tuple[str, ...], rng: np.random.Generator) -> str:
         ("Matmul", "Softmax2", "Matmul"): [(b, n, p), (b, m, k), (b, k, n)],
         ("Relu", "ElementwiseAdd", "Matmul"): [(b, m, n), (b, m, k), (b, k, n)],
         ("Relu", "BiasAdd", "Conv"): [(n,), (b, k, m + 2, p + 1), (n, k, 3, 2)],
+        ("Softmax2", "BatchMulScalar", "Matmul"): [(1, 1, 1), (b, m, k), (b, k, n)],
     }[components]
     ops = [f"({'x'.join(map(str, s))}, f32, GL, row_major)" for s in shapes]
     if components[-1] == "Conv":
