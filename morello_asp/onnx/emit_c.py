@@ -83,9 +83,7 @@ class _Places:
     def weights_blob(self) -> bytes:
         parts = []
         for r in self.weights:
-            b = np.ascontiguousarray(r).view(np.uint8).reshape(-1).tobytes() if r.flags.c_contiguous else None
-            if b is None:  # Fortran-ordered: its memory as it lies
-                b = np.asfortranarray(r).T.view(np.uint8).reshape(-1).tobytes()
+            b = (r if r.flags.c_contiguous else r.T).view(np.uint8).reshape(-1).tobytes()  # its memory as it lies
             parts.append(b + bytes(-len(b) % ALIGN))
         return b"".join(parts)
 
@@ -200,7 +198,7 @@ def model_c(session: Any, standalone: bool = False) -> ModelC:
                         arrays[i] = kept
                 op = ("call", prog, arrays)
             ops.append(op)
-    for t in session._kept_in.values():
+    for t in session.input_buffers.values():
         places.add(t, False)
     for op in ops:
         if op[0] == "copy":
@@ -229,7 +227,7 @@ def model_c(session: Any, standalone: bool = False) -> ModelC:
     if ct is None:
         raise CodegenError("the model has no program to emit")
     lines = ["void model_run(const float *const *in, float *const *out, const char *w, char *arena)", "{"]
-    for k, t in enumerate(session._kept_in.values()):
+    for k, t in enumerate(session.input_buffers.values()):
         lines.append(_io_copy(places, t, k, into=True))
     for op in ops:
         if op[0] == "copy":
@@ -241,7 +239,7 @@ def model_c(session: Any, standalone: bool = False) -> ModelC:
     for k, (_, a) in enumerate(outs):
         lines.append(_io_copy(places, a, k, into=False))
     lines.append("}")
-    inputs = [(n, tuple(t.shape)) for n, t in session._kept_in.items()]
+    inputs = [(n, tuple(t.shape)) for n, t in session.input_buffers.items()]
     outputs_l = [(n, tuple(a.shape)) for n, a in outs]
     parts = [
         "\n".join(prelude(ct)),

@@ -196,6 +196,12 @@ class InferenceSession:
         self.intermediate_bytes = sum(sizes) * 4
         self.unplanned_bytes = 4 * sum(prod(st.out_shape) for st in plan.steps if st.out in self.slot)
 
+    @property
+    def input_buffers(self) -> dict[str, np.ndarray]:
+        """Each graph input's kept buffer (logical shape, C order): a run copies the
+        caller's array into it first."""
+        return self._kept_in
+
     # ------------------------------------------------------------------ onnxruntime's interface
     def get_inputs(self) -> list[NodeArg]:
         return [NodeArg(t.name, list(t.shape), t.type) for t in self.plan.inputs]
