@@ -62,6 +62,19 @@ class OperandPlan:
     order: tuple[int, ...] | None  # the buffer is arr.transpose(order) in C order (None: packed)
     read: bool  # an output the program accumulates into (so a fresh one is zeroed)
 
+    def full(self, a) -> np.ndarray | None:
+        """`a` in the operand's shape (a batch 1 added: a view) if it is an ndarray of
+        the operand's dtype and shape; else None."""
+        if type(a) is not np.ndarray or a.dtype != self.dtype or a.shape not in (self.shape, self.squeezed):
+            return None
+        return a.reshape(self.shape) if a.shape != self.shape else a
+
+    def lies(self, t: np.ndarray) -> bool:
+        """Array t (the operand's shape) is the operand's buffer as it is: dense in the
+        layout's order, aligned to its element."""
+        assert self.order is not None
+        return t.transpose(self.order).flags.c_contiguous and t.flags.aligned
+
 
 class Program(Callable):
     """A compiled program loaded in this process: call it on numpy arrays, or time it.
@@ -113,8 +126,7 @@ class Program(Callable):
         self._fast = None
         self._addr: int | None = None
         if fast is not None:
-            addr = int(self.module.ffi.cast("uintptr_t", self.module.ffi.addressof(lib, fname + "_call")))
-            self._addr = addr
+            self._addr = addr = int(self.module.ffi.cast("uintptr_t", self.module.ffi.addressof(lib, fname + "_call")))
 
             def entry(p: OperandPlan):
                 return (p.index, p.dtype, p.shape, p.read, p.order)
@@ -144,14 +156,13 @@ class Program(Callable):
         args, copies = list(args), []
         for k, p in enumerate(self._in_plans):
             a = args[k]
-            if isinstance(a, np.ndarray) and a.dtype == p.dtype and a.shape in (p.shape, p.squeezed):
-                t = a.reshape(p.shape) if a.shape != p.shape else a  # adds the batch 1: a view
-                if not (t.transpose(p.order).flags.c_contiguous and t.flags.aligned):
-                    # not in the operand's layout (a cropped or strided view): each call copies
-                    # it into a kept buffer that is, instead of taking the converting path
-                    kept = self._new_output(p.index).reshape(a.shape)
-                    copies.append((kept, a))
-                    args[k] = kept
+            t = p.full(a)
+            if t is not None and not p.lies(t):
+                # not in the operand's layout (a cropped or strided view): each call copies
+                # it into a kept buffer that is, instead of taking the converting path
+                kept = self._new_output(p.index).reshape(a.shape)
+                copies.append((kept, a))
+                args[k] = kept
         run, plan, fixed = self._run, self._fast, tuple(args)
 
         def call():
@@ -177,32 +188,34 @@ class Program(Callable):
         pairs = [(p, a, False) for p, a in zip(self._in_plans, args)]
         pairs += [(p, a, True) for p, a in zip(self._out_plans, outs)]
         for p, a, written in pairs:
-            if type(a) is not np.ndarray or a.dtype != p.dtype or a.shape not in (p.shape, p.squeezed):
-                return None
-            t = a.reshape(p.shape) if a.shape != p.shape else a
-            assert p.order is not None  # every operand has one where there is a compiled call path
-            if not (t.transpose(p.order).flags.c_contiguous and t.flags.aligned) or (written and not a.flags.writeable):
+            t = p.full(a)
+            if t is None or not p.lies(t) or (written and not a.flags.writeable):
                 return None
             ptrs[p.index] = a.ctypes.data
         return self._addr, tuple(ptrs)
 
     def call_ops(self, args, out) -> list:
         """This call on these arrays as primitive steps: ("copy", dst, src) for each input
-        not laid out as its operand (into a new array that is), then ("call", self,
-        operands in parameter order), each operand in its layout. What a whole model's C
-        runs (morello_asp/onnx/emit_c.py). `out`: the output array (a tuple for several)."""
+        not laid out as its operand, or overlapping an output (the program's parameters
+        are restrict), into a new array that is, then ("call", self, operands in parameter
+        order), each operand in its layout. What a whole model's C runs
+        (morello_asp/onnx/emit_c.py). `out`: the output array (a tuple for several)."""
         spec = self.spec
         if self._fast is None:
             raise CodegenError(f"{spec.short()}: an operand in a packing layout; its C call cannot take numpy's arrays")
         outs = list(out) if isinstance(out, tuple) else [out]
         operands: list = [None] * len(self._plans)
+        for p, o in zip(self._out_plans, outs):
+            t = p.full(o)
+            if t is None or not p.lies(t):
+                raise CodegenError(f"{spec.short()}: its output is not laid out as the program writes it")
+            operands[p.index] = t
         steps: list = []
-        for p, a in [*zip(self._in_plans, args), *zip(self._out_plans, outs)]:
-            t = a.reshape(p.shape) if a.shape != p.shape else a
-            assert p.order is not None
-            if not t.transpose(p.order).flags.c_contiguous:
-                if p.index in spec.outputs:
-                    raise CodegenError(f"{spec.short()}: its output is not laid out as the program writes it")
+        for p, a in zip(self._in_plans, args):
+            t = p.full(a)
+            if t is None:
+                raise CodegenError(f"{spec.short()}: operand {p.index} is not an array of its dtype and shape")
+            if not p.lies(t) or any(np.may_share_memory(t, operands[o]) for o in spec.outputs):
                 kept = self._new_output(p.index)
                 steps.append(("copy", kept, t))
                 t = kept

@@ -31,12 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from morello_asp.codegen.convert import aligned_empty
+from morello_asp.codegen.convert import ALIGN, aligned_array
 from morello_asp.codegen.emit import emit_function, prelude, resolve
 from morello_asp.codegen.standalone import build_command
 from morello_asp.errors import CodegenError, InputError
-
-ALIGN = 64
 
 
 def _root(a: np.ndarray) -> np.ndarray:
@@ -179,25 +177,11 @@ def model_c(session: Any, standalone: bool = False) -> ModelC:
             continue
         _, st, fn, args, out = ev
         if out is None:  # a fresh array each run in Python: an arena block here
-            spec = fn.spec
-            out = aligned_empty(prod(spec.operand_shapes[spec.output]), np.float32).reshape(
-                spec.operand_shapes[spec.output]
-            )
+            out = aligned_array(fn.spec.operand_shapes[fn.spec.output], np.float32)
             outputs[st.out] = out.reshape(st.out_shape)
         if not hasattr(fn, "call_ops"):
             raise CodegenError(f"{st.label}: its program does not run in this process; no C for the model")
-        for op in fn.call_ops(args, out):
-            if op[0] == "call":  # C checks no overlap (restrict): an input inside an output is read from a copy
-                prog, arrays = op[1], list(op[2])
-                for i in range(len(arrays)):
-                    if i not in prog.spec.outputs and any(
-                        np.may_share_memory(arrays[i], arrays[o]) for o in prog.spec.outputs
-                    ):
-                        kept = prog._new_output(i)
-                        ops.append(("copy", kept, arrays[i]))
-                        arrays[i] = kept
-                op = ("call", prog, arrays)
-            ops.append(op)
+        ops += fn.call_ops(args, out)
     for t in session.input_buffers.values():
         places.add(t, False)
     for op in ops:
