@@ -149,18 +149,22 @@ def _operand_facts(op: int, ts: TensorSpec, access, shape, target: Target, ids: 
 def compose_facts(sid: int, spec: Spec) -> list[str]:
     """A Compose's cuts for bufferize (encodings/rules/bufferize.lp): per cut I, the
     producer (part 0) and consumer (part 1) kinds, their dimensions and operands in
-    terms of S's, and the intermediate's extents and dtype (the output's)."""
+    terms of S's, the intermediate's extents and dtype (the output's), and whether it is
+    indexed as the output (then it may take the output's layout)."""
 
     f = []
     k = spec.k
     assert k.components is not None
     dt = spec.operands[-1].dtype.short
+    out_access = k.access(len(spec.shape))[-1]
     for i in range(len(k.components.parts) - 1):
         c = cut(k, i)
         f.append(f"spec_cut({sid},{i}).")
         f.append(f"spec_cut_dtype({sid},{i},{dt}).")
         for j, a in enumerate(c.temp):
             f.append(f"spec_cut_tmp_ext({sid},{i},{j},{a.extent(spec.shape)}).")
+        if c.temp == tuple(out_access):
+            f.append(f"spec_cut_tmp_like({sid},{i},{len(spec.operands) - 1}).")
         for p, part in enumerate((c.producer, c.consumer)):
             f.append(f"spec_cut_part({sid},{i},{p},{snake(part.kind)}).")
             f += [f"spec_cut_dim({sid},{i},{p},{j},{d})." for j, d in enumerate(part.dims)]

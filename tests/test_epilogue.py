@@ -1,0 +1,85 @@
+"""Layer epilogues in vector registers (encodings/targets/avx2/epilogue_kernels.lp) and a
+Compose's intermediate in its output's layout (rules/bufferize.lp): each searched
+program compiled, run and compared with numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from morello_asp import parse_spec, synthesize
+from morello_asp.codegen.ctarget import get_ctarget
+from morello_asp.errors import ScheduleError
+
+
+def _runs_here(target: str) -> None:
+    missing = get_ctarget(target).missing_cpu_flags()
+    if missing:
+        pytest.skip(f"this CPU lacks {', '.join(missing)}, which {target} programs need")
+
+
+@pytest.mark.parametrize("target", ["avx2", "avx512"])
+@pytest.mark.parametrize(
+    "text, kernel",
+    [
+        ("BiasAddRelu(6x32x1x1, f32)", "VectorBiasAddRelu("),
+        ("BiasAdd(3x48x1x1, f32)", "VectorBiasAdd("),
+        ("Relu(4x32, f32)", "VectorRelu("),
+        ("ElementwiseAdd(4x32, f32)", "VectorAdd("),
+        ("ElementwiseAddRelu(2x64, f32)", "VectorAddRelu("),
+    ],
+)
+def test_epilogue_passes_run_in_vector_registers(text, kernel, target):
+    """A separate bias, Relu or residual pass loads a vector, adds and takes the maximum
+    in registers and stores it: the vector kernels, not the point kernel on each value."""
+    imp = synthesize(parse_spec(text, target))
+    listing = str(imp)
+    assert kernel in listing and "Point(" not in listing, listing
+    _runs_here(target)
+    err, tol = imp.compile().check(seed=5)
+    assert err <= tol
+
+
+def test_relu_kernel_agrees_with_the_point_kernel_on_nan_and_signed_zero():
+    """maxps returns its second operand (zero) for a NaN, as the point kernel's
+    `x > 0 ? x : 0` does; -0.0 becomes +0.0 both ways."""
+    _runs_here("avx2")
+    fn = synthesize(parse_spec("BiasAddRelu(1x16x1x1, f32)", "avx2")).compile()
+    x = np.array([np.nan, -0.0, -1.0, 2.0] * 4, np.float32).reshape(1, 16, 1, 1)
+    out = fn(x, np.zeros(16, np.float32))
+    np.testing.assert_array_equal(out.reshape(-1), np.array([0.0, 0.0, 0.0, 2.0] * 4, np.float32))
+    assert not np.signbit(out).any()
+
+
+CHANNELS_LAST_COMPOSE = (
+    "Compose((BiasAddRelu, Conv), [(32, f32, GL, row_major), (1x32x3x10, f32, GL, [0, 2, 3, 1]), "
+    "(32x32x3x3, f32, GL, [2, 3, 1, 0]), out=(1x32x1x8, f32, GL, [0, 2, 3, 1])], serial)"
+)
+
+
+def test_compose_intermediate_may_take_the_outputs_layout():
+    """bufferize offers the intermediate row-major and in the Compose's output layout
+    (channels-last here), at a cache level and in vector registers along the channels;
+    a layout that is neither is refused with the rule's reason."""
+    s = parse_spec(CHANNELS_LAST_COMPOSE, "avx512")
+    for args in [(0, "L1"), (0, "L1", "[0, 2, 3, 1]"), (0, "VRF", "[0, 2, 3, 1]", 16)]:
+        impl = s.bufferize(*args)
+        assert "bufferize" in str(impl)
+    conv = str(s.bufferize(0, "L1", "[0, 2, 3, 1]")).splitlines()[1]
+    assert "(f32, L1, [0, 2, 3, 1])" in conv, conv
+    with pytest.raises(ScheduleError, match="laid out row-major or in a layout the rewrite offers"):
+        s.bufferize(0, "L1", "[0, 3, 2, 1]")
+
+
+@pytest.mark.slow  # the search: ~1 min
+def test_fused_bias_and_relu_read_the_conv_tile_channels_last():
+    """relu(conv + bias) from the Compose spec alone: the conv's tile goes to an L1
+    intermediate in channels-last order and the bias and Relu run on it in vectors,
+    where a row-major intermediate left them a scalar pass through a transposing copy."""
+    imp = synthesize(parse_spec(CHANNELS_LAST_COMPOSE, "avx2"))
+    listing = str(imp)
+    assert "bufferize(0, L1, [0, 2, 3, 1])" in listing and "VectorBiasAddRelu(" in listing, listing
+    assert "Point(" not in listing and "ValueAssign(" not in listing, listing
+    _runs_here("avx2")
+    err, tol = imp.compile().check(seed=2)
+    assert err <= tol
