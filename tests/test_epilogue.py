@@ -1,4 +1,4 @@
-"""Layer epilogues in vector registers (encodings/targets/avx2/epilogue_kernels.lp) and a
+"""Layer epilogues and scales in vector registers (encodings/targets/avx2/epilogue_kernels.lp) and a
 Compose's intermediate in its output's layout (rules/bufferize.lp): each searched
 program compiled, run and compared with numpy."""
 
@@ -18,15 +18,18 @@ def _runs_here(target: str) -> None:
         pytest.skip(f"this CPU lacks {', '.join(missing)}, which {target} programs need")
 
 
-@pytest.mark.parametrize("target", ["avx2", "avx512"])
 @pytest.mark.parametrize(
-    "text, kernel",
+    "text, kernel, target",
     [
-        ("BiasAddRelu(6x32x1x1, f32)", "VectorBiasAddRelu("),
-        ("BiasAdd(3x48x1x1, f32)", "VectorBiasAdd("),
-        ("Relu(4x32, f32)", "VectorRelu("),
-        ("ElementwiseAdd(4x32, f32)", "VectorAdd("),
-        ("ElementwiseAddRelu(2x64, f32)", "VectorAddRelu("),
+        ("BiasAddRelu(6x32x1x1, f32)", "VectorBiasAddRelu(", "avx2"),
+        ("BiasAddRelu(2x48x1x1, f32)", "VectorBiasAddRelu(", "avx512"),
+        ("BiasAdd(3x48x1x1, f32)", "VectorBiasAdd(", "avx2"),
+        ("Relu(4x32, f32)", "VectorRelu(", "avx2"),
+        ("ElementwiseAdd(4x32, f32)", "VectorAdd(", "avx2"),
+        ("ElementwiseAddRelu(2x64, f32)", "VectorAddRelu(", "avx512"),
+        ("MulScalar(4x32, f32)", "VectorMulScalar(", "avx2"),
+        ("DivScalar(2x48, f32)", "VectorDivScalar(", "avx512"),
+        ("BatchMulScalar(2x3x32, f32)", "VectorMulScalar(", "avx2"),
     ],
 )
 def test_epilogue_passes_run_in_vector_registers(text, kernel, target):
@@ -82,4 +85,38 @@ def test_fused_bias_and_relu_read_the_conv_tile_channels_last():
     assert "Point(" not in listing and "ValueAssign(" not in listing, listing
     _runs_here("avx2")
     err, tol = imp.compile().check(seed=2)
+    assert err <= tol
+
+
+def test_conv_register_tile_splits_into_matmuls_on_its_registers():
+    """spatial_split takes a ConvAccum whose output is a whole register tile: the matmul
+    child keeps the vectors (the accumulators of a fused epilogue)."""
+    spec = parse_spec(
+        "ConvAccum(1x16x32x1x2x3x3, (f32, L1, [0, 2, 3, 1]), (f32, L1, [2, 3, 1, 0]), (f32, VRF, [0, 2, 3, 1], v8), serial)",
+        "avx2",
+    )
+    split = str(spec.spatial_split())
+    assert "(f32, VRF, row_major, v8)" in split, split
+    imp = synthesize(spec)
+    assert "BroadcastVecMultAdd(" in str(imp)
+    _runs_here("avx2")
+    err, tol = imp.compile().check(seed=1)
+    assert err <= tol
+
+
+@pytest.mark.slow  # the search: ~10-20 s
+def test_bias_and_relu_fuse_into_the_conv_register_tile():
+    """At a register tile's size the search keeps the intermediate in vector registers:
+    the conv accumulates into them and the bias and Relu run on them before the one
+    store, no intermediate in memory."""
+    text = (
+        "Compose((BiasAddRelu, Conv), [(16, f32, L1, row_major), (1x32x3x6, f32, L1, [0, 2, 3, 1]), "
+        "(16x32x3x3, f32, L1, [2, 3, 1, 0]), out=(1x16x1x4, f32, L1, [0, 2, 3, 1])], serial)"
+    )
+    imp = synthesize(parse_spec(text, "avx2"))
+    listing = str(imp)
+    assert "bufferize(0, VRF, [0, 2, 3, 1], v8)" in listing and "VectorBiasAddRelu(" in listing, listing
+    assert "MemsetZero" not in listing and "VectorZero(" in listing, listing
+    _runs_here("avx2")
+    err, tol = imp.compile().check(seed=4)
     assert err <= tol
