@@ -120,3 +120,23 @@ def test_bias_and_relu_fuse_into_the_conv_register_tile():
     _runs_here("avx2")
     err, tol = imp.compile().check(seed=4)
     assert err <= tol
+
+
+@pytest.mark.slow  # three searches, the Compose's ~1 min
+def test_epilogue_benchmark_prints_its_table():
+    """benchmarks/epilogue.py checks both programs against numpy, then prints the table."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "epilogue.py"
+    r = subprocess.run(
+        [sys.executable, str(script), "--layer", "16", "16", "2", "2", "--rounds", "1", "--target", "avx2"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if get_ctarget("avx2").missing_cpu_flags():
+        pytest.skip("this CPU cannot run avx2 programs")
+    assert r.returncode == 0, r.stderr
+    assert "| fused |" in r.stdout and "| separate (conv, then bias) |" in r.stdout and "target avx2" in r.stdout
