@@ -92,7 +92,8 @@ def test_conv_register_tile_splits_into_matmuls_on_its_registers():
     """spatial_split takes a ConvAccum whose output is a whole register tile: the matmul
     child keeps the vectors (the accumulators of a fused epilogue)."""
     spec = parse_spec(
-        "ConvAccum(1x16x32x1x2x3x3, (f32, L1, [0, 2, 3, 1]), (f32, L1, [2, 3, 1, 0]), (f32, VRF, [0, 2, 3, 1], v8), serial)",
+        "ConvAccum(1x16x32x1x2x3x3, (f32, L1, [0, 2, 3, 1]), (f32, L1, [2, 3, 1, 0]), "
+        "(f32, VRF, [0, 2, 3, 1], v8), serial)",
         "avx2",
     )
     split = str(spec.spatial_split())
