@@ -133,6 +133,9 @@ def _id(page: Path) -> str:
 
 
 QUICK = [p for p in PAGES if examples(p, slow=False)]
+# the tutorial's quick examples take ~30 s: they run with the slow tests (the default
+# suite stays under 5 minutes on 2 cores)
+HEAVY = {"tutorial.md"}
 SLOW = [p for p in PAGES if examples(p, slow=True)]
 
 
@@ -177,7 +180,9 @@ def run_page(page: Path, todo: list[Block], workdir: Path, cache: Path) -> None:
             )
 
 
-@pytest.mark.parametrize("page", QUICK, ids=_id)
+@pytest.mark.parametrize(
+    "page", [pytest.param(p, marks=pytest.mark.slow) if p.name in HEAVY else p for p in QUICK], ids=_id
+)
 def test_examples_run(page, tmp_path, cache_dir):
     run_page(page, examples(page, slow=False), tmp_path, cache_dir)
 

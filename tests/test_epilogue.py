@@ -10,6 +10,7 @@ import pytest
 from morello_asp import parse_spec, synthesize
 from morello_asp.codegen.ctarget import get_ctarget
 from morello_asp.errors import ScheduleError
+from morello_asp.solver.proofs.verify import verify
 
 
 def _runs_here(target: str) -> None:
@@ -83,6 +84,8 @@ def test_fused_bias_and_relu_read_the_conv_tile_channels_last():
     listing = str(imp)
     assert "bufferize(0, L1, [0, 2, 3, 1])" in listing and "VectorBiasAddRelu(" in listing, listing
     assert "Point(" not in listing and "ValueAssign(" not in listing, listing
+    rep = verify(imp)
+    assert rep.ok, str(rep)
     _runs_here("avx2")
     err, tol = imp.compile().check(seed=2)
     assert err <= tol
@@ -118,6 +121,8 @@ def test_bias_and_relu_fuse_into_the_conv_register_tile():
     listing = str(imp)
     assert "bufferize(0, VRF, [0, 2, 3, 1], v8)" in listing and "VectorBiasAddRelu(" in listing, listing
     assert "MemsetZero" not in listing and "VectorZero(" in listing, listing
+    rep = verify(imp)
+    assert rep.ok, str(rep)
     _runs_here("avx2")
     err, tol = imp.compile().check(seed=4)
     assert err <= tol

@@ -51,6 +51,7 @@ def test_fuzz_many_random_specs(benchmark_script):
     _fuzz(benchmark_script("fuzz"), 40, max_volume=2048, derandomize=False)
 
 
+@pytest.mark.slow  # ~1 min in all: with the slow tests, so the default suite stays under 5 minutes
 @pytest.mark.parametrize("line", REGRESSIONS)
 def test_fuzz_regressions(benchmark_script, line):
     fuzz = benchmark_script("fuzz")

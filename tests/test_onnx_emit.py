@@ -43,7 +43,11 @@ def _run_executable(mc, tmp_path, feed) -> list[np.ndarray]:
     return [np.fromfile(f, np.float32).reshape(shape) for f, (_, shape) in zip(outs, mc.outputs)]
 
 
-@pytest.mark.parametrize("build", [attention, bottleneck], ids=["attention", "bottleneck"])
+@pytest.mark.parametrize(
+    "build",
+    [pytest.param(attention, marks=pytest.mark.slow), bottleneck],  # attention: ~20 s, with the slow tests
+    ids=["attention", "bottleneck"],
+)
 def test_the_model_as_one_c_program_computes_what_the_session_does(build, db, tmp_path):
     """Attention: a transpose as a view, a folded scale, a fresh output. The bottleneck:
     padded and strided convolutions (the zero border in the arena), channels-last

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import gc
 
+import pytest
+
 from morello_asp import parse_spec
 from morello_asp.solver.memo.table import DictMemo
 from morello_asp.solver.search.dp import Search
@@ -17,6 +19,7 @@ def _search(n: int, engine: Engine | None = None):
     return Search(engine or Engine("avx2"), DictMemo()).build(parse_spec(f"Matmul({n}x{n}x{n}, f32)"))
 
 
+@pytest.mark.slow  # ~14 s: with the slow tests, so the default suite stays under 5 minutes
 def test_a_search_leaves_almost_no_cyclic_garbage():
     engine = Engine("avx2")
     _search(2, engine)  # imports, worker processes: what a first search sets up

@@ -408,6 +408,7 @@ def test_the_heap_is_frozen_at_exit_after_a_search(search):
     assert r.stdout.strip() == f"frozen {search}"
 
 
+@pytest.mark.slow  # ~11 s: with the slow tests, so the default suite stays under 5 minutes
 def test_a_search_that_forgets_keeps_its_answers_in_the_table(tmp_path):
     """Search.forget drops the decisions and class expansions held in memory (a model's
     session calls it after each spec, or memory grows with the whole model); the next

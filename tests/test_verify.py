@@ -214,6 +214,7 @@ def _codegen_refuses(imp) -> str:
     return ""
 
 
+@pytest.mark.slow  # ~10 s: with the slow tests, so the default suite stays under 5 minutes
 def test_verify_refutes_the_old_rules_conv_optimum():
     """Issue 57: under the old spatial_split rule the search's optimum for
     Conv(1x16x8x5x5x1x1) moved 8 channels of a one-pixel output tile (25 values apart)
@@ -402,6 +403,7 @@ COL_MAJOR_RHS = (
 )
 
 
+@pytest.mark.slow  # ~15 s: with the slow tests, so the default suite stays under 5 minutes
 def test_a_vector_kernel_on_an_operand_whose_values_are_not_adjacent_is_refuted(tmp_path):
     """Every vector a kernel template loads or stores ({X_v}) is proved to be its values
     in order at consecutive offsets, for every value of the loop counters: only the

@@ -307,6 +307,7 @@ def test_box_space_decodes_points_of_the_box():
 OLD_SPATIAL = "spatial_chan_adj(S, Op) :- action(S, spatial_split), spec_operand(S, Op, _, _, _, C, _, _), C > 0.\n"
 
 
+@pytest.mark.slow  # ~11 s: with the slow tests, so the default suite stays under 5 minutes
 def test_a_box_whose_views_do_not_back_its_childrens_claims_is_refuted(tmp_path, capsys):
     """db verify proves what codegen assumes of the views a box's decision builds, as
     verify does for programs (prove_views): with issue 57's spatial_split rule back, the
