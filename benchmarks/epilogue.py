@@ -28,6 +28,7 @@ from host import cpu_name, full_isa
 full_isa(sys.argv)  # must precede numpy's import
 
 import numpy as np  # noqa: E402
+from timing import best_time  # noqa: E402
 
 CL, HWIO = "[0, 2, 3, 1]", "[2, 3, 1, 0]"
 
@@ -91,16 +92,12 @@ def main(argv=None) -> int:
             print(f"epilogue.py: {name} differs from numpy by {err:.3g} (tolerance {tol:.3g})", file=sys.stderr)
             return 1
     times: dict[str, list[float]] = {"fused": [], "separate": []}
-    reps = max(1, int(0.05 / max(1e-6, _once(separate))))
     for _ in range(a.rounds):
         for name, fn in (("separate", separate), ("fused", fused)):
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                fn()
-            times[name].append((time.perf_counter() - t0) / reps)
+            times[name].append(best_time(fn))
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"relu(conv3x3 + bias), layer 1x{f}x{c}x{h}x{w}x3x3 channels-last, target {target.name}, {cpu_name()}")
-    print(f"rules: default{''.join(' + ' + r for r in a.rules)}; {a.rounds} interleaved rounds of {reps} calls")
+    print(f"rules: default{''.join(' + ' + r for r in a.rules)}; median of {a.rounds} interleaved rounds")
     print("| program | synth s | cost | us | separate / this |")
     print("|---|---|---|---|---|")
     sep_cost = rows["conv"][1] + rows["bias"][1]
@@ -111,12 +108,6 @@ def main(argv=None) -> int:
         f"{med['separate'] * 1e6:.1f} | 1.000 |"
     )
     return 0
-
-
-def _once(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from host import HOLD_BACK_HELP, cpu_name, full_isa, libraries, title
 full_isa(sys.argv)  # must precede numpy's and torch's imports
 
 import numpy as np  # noqa: E402
+from timing import best_time  # noqa: E402
 
 from morello_asp.target import as_target  # noqa: E402
 
@@ -84,21 +85,6 @@ def numpy_softmax(x: np.ndarray, axis: int, out: np.ndarray) -> np.ndarray:
     np.exp(out, out=out)
     out /= out.sum(axis=axis, keepdims=True)
     return out
-
-
-def best_time(fn, min_time: float = 0.02) -> float:
-    """Seconds per call of fn(): calls repeated for min_time, best of three."""
-    fn()
-    t0 = time.perf_counter()
-    fn()
-    iters = max(1, int(min_time / max(time.perf_counter() - t0, 1e-9)))
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / iters)
-    return best
 
 
 def band_bytes() -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+import time
 
 from morello_asp.codegen.api import compile_many
 from morello_asp.codegen.build import build
@@ -26,6 +27,22 @@ def compile_checked(impls: list[Impl], target: str | Target = "avx2", chunk: int
         if not err <= tol:
             raise SystemExit(f"{label}program {j} differs from numpy: max |error| {err:.3g} > {tol:.3g}\n{impls[j]}")
     return fns
+
+
+def best_time(fn, min_time: float = 0.02) -> float:
+    """Seconds per call of fn() (any callable: a library's call, or several programs in a
+    row): calls repeated for min_time, best of three."""
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    iters = max(1, int(min_time / max(time.perf_counter() - t0, 1e-9)))
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / iters)
+    return best
 
 
 def median_times(fns: list, rounds: int = 5, reps: int = 3, min_time: float = 0.004, label: str = "") -> list[float]:
