@@ -46,7 +46,7 @@ def specs(f: int, c: int, h: int, w: int) -> tuple[str, str, str]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--layer", type=int, nargs=4, default=[64, 64, 14, 14], metavar=("F", "C", "H", "W"))
+    p.add_argument("--layer", type=_positive, nargs=4, default=[64, 64, 14, 14], metavar=("F", "C", "H", "W"))
     p.add_argument("--rules", action="append", default=[], help="extra rule set for all three (e.g. fuse_in_registers)")
     p.add_argument("--db", default=None, help="memo table (default: a new one in memory)")
     p.add_argument("--rounds", type=int, default=11)
@@ -54,6 +54,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
 
     from morello_asp import parse_spec, synthesize
+    from morello_asp.errors import MorelloError
     from morello_asp.target import as_target
 
     f, c, h, w = a.layer
@@ -62,7 +63,11 @@ def main(argv=None) -> int:
     progs, rows = {}, {}
     for name, text in zip(("fused", "conv", "bias"), texts):
         t0 = time.perf_counter()
-        imp = synthesize(parse_spec(text, target), rules=a.rules, db=a.db)
+        try:
+            imp = synthesize(parse_spec(text, target), rules=a.rules, db=a.db)
+        except MorelloError as e:  # a rule file, a table or a target that does not serve: one line
+            print(f"epilogue.py: {name}: {str(e).splitlines()[0]}", file=sys.stderr)
+            return 2
         rows[name] = [time.perf_counter() - t0, imp.cost.main]
         progs[name] = imp.compile(a.rules)
         print(f"{name}: synthesized in {rows[name][0]:.1f} s, cost {imp.cost.main:,}", file=sys.stderr, flush=True)
@@ -108,6 +113,13 @@ def main(argv=None) -> int:
         f"{med['separate'] * 1e6:.1f} | 1.000 |"
     )
     return 0
+
+
+def _positive(text: str) -> int:
+    n = int(text) if text.isdigit() else 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size of at least 1")
+    return n
 
 
 if __name__ == "__main__":
