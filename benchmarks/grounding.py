@@ -3,7 +3,7 @@ the engine's copies (anonymous variables named, solver/logic/anonymous_vars.py),
 in one process; each pair's answers must be the same set of atoms.
 
     python benchmarks/grounding.py [--size 16] [--batches 3] [--rounds 5] [--plot out.png]
-    python benchmarks/grounding.py --census 30 [--size 64]
+    python benchmarks/grounding.py --census 30 [--size 64] [--target native]
 
 The batches are the largest that a cold search of Matmul SIZE^3 sends to clingo.
 
@@ -31,7 +31,7 @@ from morello_asp.solver.search.dp import Search
 from morello_asp.solver.search.engine import Engine
 
 
-def batches(n: int, keep: int) -> tuple[list[tuple[int, str]], Impl]:
+def batches(n: int, keep: int, target: str = "avx2") -> tuple[list[tuple[int, str]], Impl]:
     """(classes, facts) of the `keep` largest clingo calls of a cold Matmul n^3 search,
     and the program it found."""
     seen: list[tuple[int, str]] = []
@@ -43,7 +43,7 @@ def batches(n: int, keep: int) -> tuple[list[tuple[int, str]], Impl]:
 
     clingo_run.submit = record
     try:
-        imp = Search(Engine("avx2"), DictMemo()).build(parse_spec(f"Matmul({n}x{n}x{n}, f32)"))
+        imp = Search(Engine(target), DictMemo()).build(parse_spec(f"Matmul({n}x{n}x{n}, f32)", target))
     finally:
         clingo_run.submit = submit
     return sorted(seen, key=lambda b: -b[0])[:keep], imp
@@ -108,9 +108,9 @@ def census(files: tuple[str, ...], facts: str) -> tuple[list[tuple[int, str, str
     return rows, sum(counts), took
 
 
-def print_census(n: int, top: int, files: tuple[str, ...]):
+def print_census(n: int, top: int, files: tuple[str, ...], target: str = "avx2"):
     """Print the census of Matmul n^3's largest call; return the program the search found."""
-    calls, program = batches(n, 1)
+    calls, program = batches(n, 1, target)
     size, facts = calls[0]
     rows, total, took = census(files, facts)
     fixed = [timed(files, "")[0] for _ in range(3)]
@@ -147,17 +147,18 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--plot", help="write a bar chart of the times")
     ap.add_argument("--census", type=int, metavar="K", help="print the K rules with the most body matches instead")
+    ap.add_argument("--target", default="avx2", help="target name or entry file (default avx2)")
     args = ap.parse_args(argv)
-    engine = Engine("avx2")
+    engine = Engine(args.target)
     if args.census is not None:
         if args.census < 1:
             raise InputError(f"--census {args.census}: give how many rules to print (1 or more)")
-        print_census(args.size, args.census, engine._files)
+        print_census(args.size, args.census, engine._files, args.target)
         return 0
     written = tuple(str(f) for f in engine.files)  # the files as the user reads them
     named = engine._files  # the engine's copies
     rows = []
-    for size, facts in batches(args.size, args.batches)[0]:
+    for size, facts in batches(args.size, args.batches, args.target)[0]:
         a: list[float] = []
         b: list[float] = []
         for _ in range(args.rounds):

@@ -11,7 +11,9 @@ import pytest
 from morello_asp.codegen.reference import flops, random_operands, reference
 from morello_asp.errors import ScheduleError
 from morello_asp.guides import hand_rewrites
+from morello_asp.printer import listing
 from morello_asp.solver.proofs.verify import verify
+from morello_asp.solver.search.engine import Engine
 from morello_asp.spec import parse_spec
 from morello_asp.synthesis import synthesize
 
@@ -110,6 +112,38 @@ def test_a_pointwise_split_takes_all_rows_at_once():
     half = spec.tile([1, 16, 4, 3, 5, 1, 1])
     with pytest.raises(ScheduleError, match="needs b = 1 and h = 1"):
         half.subschedule([0], lambda a: a.spatial_split())
+
+
+def test_a_pointwise_conv_is_one_matmul_and_only_split():
+    """A 1x1 Conv over dense channels-last tensors is offered spatial_split alone
+    (rules/conv_search.lp): it is one matmul of its pixels, which tiles, moves and packs
+    itself. As a Conv (not a ConvAccum) it splits into a Matmul, which initialises its
+    output itself: no Zero pass over the output before it (the slow test below
+    synthesizes it, proves it and checks it against the sliding window). A Conv of more
+    than one filter position is not split."""
+    spec = parse_spec(channels_last("1x16x8x3x5x1x1"))
+    assert {e.action.name for e in Engine("avx2").expand(spec)} == {"spatial_split"}
+    acc = parse_spec(channels_last("1x16x8x3x5x1x1", "ConvAccum"))
+    assert {e.action.name for e in Engine("avx2").expand(acc)} == {"spatial_split"}
+    # a 3x3 convolution is tiled as before
+    assert "tile" in {e.action.name for e in Engine("avx2").expand(parse_spec(channels_last("1x16x8x3x5x3x3")))}
+    body = spec.spatial_split().children[0].spec
+    assert (body.kind, body.shape) == ("Matmul", (1, 15, 8, 16))
+    with pytest.raises(ScheduleError, match="or a Conv of one filter position"):
+        parse_spec(channels_last("1x8x4x1x4x3x3")).spatial_split()
+
+
+@pytest.mark.slow  # a search and its proof: about 20 s
+def test_a_pointwise_conv_synthesizes_as_one_matmul_proves_and_runs():
+    spec = parse_spec(channels_last("1x16x8x3x5x1x1"))
+    full = synthesize(spec)
+    assert full.children[0].spec.kind == "Matmul" and "MemsetZero" not in listing(full)
+    rep = verify(full)
+    split = [o.what for o in rep.obligations if o.what.startswith("spatial_split")]
+    assert rep.ok and any("the body is Matmul " in w for w in split), split
+    img, filt, _ = random_operands(spec, seed=11)
+    got = full.compile()(img, filt)
+    np.testing.assert_allclose(got, sliding_conv(img, filt).reshape(got.shape), rtol=1e-4, atol=1e-4)
 
 
 def test_spatial_split_says_why_not():

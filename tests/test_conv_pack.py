@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from morello_asp.codegen.ctarget import get_ctarget
-from morello_asp.codegen.reference import random_operands
+from morello_asp.codegen.reference import random_operands, reference
 from morello_asp.solver.proofs.verify import verify
 from morello_asp.solver.search.engine import Engine
 from morello_asp.spec import parse_spec
@@ -36,11 +36,13 @@ def packs(engine: Engine, text: str) -> set[tuple[int, str, str]]:
 
 def test_packed_filters_offered_by_the_targets_block_width():
     avx2 = Engine("avx2")
-    assert packs(avx2, channels_last("1x32x8x2x4x1x1")) == {
+    # 3x3: a pointwise convolution over dense tiles is only split (rules/conv_search.lp),
+    # and its matmul packs its own operands
+    assert packs(avx2, channels_last("1x32x8x2x4x3x3")) == {
         (1, "GL", "[0, 2, 3, 1, 0 p(16)]"),
         (1, "L1", "[0, 2, 3, 1, 0 p(16)]"),
     }
-    assert {lay for _, _, lay in packs(Engine("avx512"), f"Conv(1x64x8x2x4x1x1, {LAST}, serial)")} == {
+    assert {lay for _, _, lay in packs(Engine("avx512"), f"Conv(1x64x8x2x4x3x3, {LAST}, serial)")} == {
         "[0, 2, 3, 1, 0 p(32)]"
     }
     # the ConvAccum the search zeroes and accumulates is offered the same copy
@@ -50,9 +52,9 @@ def test_packed_filters_offered_by_the_targets_block_width():
 @pytest.mark.parametrize(
     "shape, why",
     [
-        ("1x16x8x2x4x1x1", "one block of output channels: the layout is the channels-last one"),
-        ("1x24x8x2x4x1x1", "16 does not divide 24"),
-        ("1x32x8x1x1x1x1", "one output pixel: each filter value is read once"),
+        ("1x16x8x2x4x3x3", "one block of output channels: the layout is the channels-last one"),
+        ("1x24x8x2x4x3x3", "16 does not divide 24"),
+        ("1x32x8x1x1x3x3", "one output pixel: each filter value is read once"),
     ],
 )
 def test_no_packed_filters_where_they_cannot_pay(shape, why):
@@ -61,7 +63,7 @@ def test_no_packed_filters_where_they_cannot_pay(shape, why):
 
 def test_packed_filters_are_not_unpacked_again():
     packed = "(f32, GL, [0, 2, 3, 1]), (f32, GL, [0, 2, 3, 1, 0 p(16)]), (f32, GL, [0, 2, 3, 1])"
-    text = f"(Conv(1x32x8x2x4x1x1, {packed}, serial), {LIMITS})"
+    text = f"(Conv(1x32x8x2x4x3x3, {packed}, serial), {LIMITS})"
     engine = Engine("avx2")
     spec = parse_spec(text, engine.target)
     moves = [e.action for e in engine.expand(spec) if e.action.name == "move" and e.action.args[0] == 1]
@@ -70,14 +72,12 @@ def test_packed_filters_are_not_unpacked_again():
 
 @pytest.mark.slow  # about two minutes on a loaded machine
 def test_the_search_weighs_packed_filters_and_the_program_runs():
-    """64 output channels over 32 input channels and 8 x 8 pixels on avx512: the search
-    is offered the filters packed into blocks of 32 output channels (in L1 and in
-    memory) and takes what costs least; the program is proved and, where the CPU has
-    AVX-512, matches numpy. Until the aliasing share (rules/aliasing.lp, 2026-11-29) it
-    packed them (cost 31,745); since, a strided view it kept in L1 may take only half the
-    ways, and it keeps the filters unpacked (33,537), 3% faster on a Zen 5 (1.071 against
-    1.104 us, 9 interleaved rounds)."""
-    spec = parse_spec(f"Conv(1x64x32x8x8x1x1, {LAST}, serial)", "avx512")
+    """64 output channels over 16 input channels, 8 x 8 pixels and 3 x 3 filters on
+    avx512: the search is offered the filters packed into blocks of 32 output channels
+    (in L1 and in memory) and takes what costs least; the program is proved and, where
+    the CPU has AVX-512, matches numpy. (A pointwise layer, the test until 2026-11-29,
+    is only split now: its matmul packs its own operands, rules/conv_search.lp.)"""
+    spec = parse_spec(f"Conv(1x64x16x8x8x3x3, {LAST}, serial)", "avx512")
     assert (1, "L1", "[0, 2, 3, 1, 0 p(32)]") in packs(Engine("avx512"), spec.text())
     imp = synthesize(spec)
     rep = verify(imp)
@@ -87,5 +87,5 @@ def test_the_search_weighs_packed_filters_and_the_program_runs():
         pytest.skip(f"this CPU lacks {', '.join(missing)}: the program was proved, not run")
     img, filt, _ = random_operands(imp.spec, 3)
     got = imp.compile()(img, filt)
-    want = np.einsum("bchw,fc->bfhw", img.astype(np.float64), filt[:, :, 0, 0].astype(np.float64))
+    want = reference(imp.spec, img, filt, np.zeros_like(got))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -134,7 +134,7 @@ def _split_bodies(node: dict):
 
 def test_a_strided_pointwise_convolution_reads_a_strided_lhs():
     """A 1x1 stride-2 channels-last convolution: spatial_split's image view is a row of
-    every other pixel (rows 2c values apart), so the MatmulAccum it leaves sees an lhs
+    every other pixel (rows 2c values apart), so the Matmul(Accum) it leaves sees an lhs
     that is not contiguous (c1); the program is proved and runs. Claiming the view
     contiguous is refuted by verify."""
     imp = check(synthesize(channels_last("ConvS2", "1x16x8x3x5x1x1")), 2, 1)
@@ -152,7 +152,7 @@ def test_a_strided_pointwise_convolution_reads_a_strided_lhs():
     rep = verify(mutant)
     assert not rep.ok
     bad = [o for o in rep.obligations if o.status == "refuted"]
-    assert any(o.what.startswith("MatmulAccum") and "operand lhs" in o.what for o in bad), bad
+    assert any(o.what.startswith("Matmul") and "operand lhs" in o.what for o in bad), bad
 
 
 @pytest.mark.parametrize(

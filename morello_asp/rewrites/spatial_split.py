@@ -16,6 +16,8 @@ A pointwise convolution (fh = fw = 1) over dense tiles of h > 1 rows splits them
 once (rules/spatial_split.lp's spatial_merged): MatmulAccum(1 x h*w x C x F), its image
 and output views the same memory read as rows of h*w pixels (a buffer of shape
 (b, H*W, channels) where the operand's is (b, channels, H, W) channels-last).
+A pointwise Conv (not an ...Accum) splits the same way into a Matmul, which initialises
+its output itself (spatial_assigns).
 """
 
 from __future__ import annotations
@@ -196,12 +198,16 @@ class SpatialSplit(Rewrite):
         name = f"spatial_split of {spec.short()}"
         d = _dims(spec)
         out = []
-        what = f"{name}: the body is MatmulAccum {'x'.join(map(str, body_shape(spec)))} on the operands' dtypes"
-        want = ("MatmulAccum", body_shape(spec), tuple(t.dtype for t in spec.operands))
+        kind = "MatmulAccum" if spec.k.is_accum else "Matmul"
+        what = f"{name}: the body is {kind} {'x'.join(map(str, body_shape(spec)))} on the operands' dtypes"
+        want = (kind, body_shape(spec), tuple(t.dtype for t in spec.operands))
         got = (body.kind, body.shape, tuple(t.dtype for t in body.operands))
         if d["b"] != 1 or (d["h"] != 1 and not merged(spec)):
             why = "the split needs b = 1, and h = 1 or one filter position"
             out.append(Obligation(what, "refuted", f"b = {d['b']} and h = {d['h']}; {why}"))
+        elif not spec.k.is_accum and d["fh"] * d["fw"] != 1:
+            why = "a convolution that assigns its output splits only at one filter position"
+            out.append(Obligation(what, "refuted", f"fh = {d['fh']}, fw = {d['fw']}; {why}"))
         elif got != want:
             out.append(Obligation(what, "refuted", f"expected {want}, program has {got}"))
         else:
@@ -244,7 +250,8 @@ class SpatialSplit(Rewrite):
         return out
 
     def box_obligations(self, prover, head, seq, sp, a):
-        """On every spec of the box, b is 1 and h is 1 or the filters 1 x 1 (the body's
+        """On every spec of the box, b is 1 and h is 1 or the filters 1 x 1, and the filters
+        1 x 1 for a convolution that assigns its output (the body's
         shape then follows from the rules' children, checked on every spec class of the
         box; a merged split's dense tiles are proved on each program and checked by
         emit_c)."""
@@ -258,12 +265,16 @@ class SpatialSplit(Rewrite):
         fh, fw = sp.dims[names.index("fh")], sp.dims[names.index("fw")]
         rows = z3.And(as_bool(h != 1), z3.Or(as_bool(fh != 1), as_bool(fw != 1)))
         neg = z3.Or(as_bool(b != 1), rows)
+        what = "spatial_split sees one image row (b = h = 1) or one filter position (b = fh = fw = 1)"
+        if not sp.kind.is_accum:  # a Conv that assigns its output: one filter position only
+            neg = z3.Or(neg, as_bool(fh != 1), as_bool(fw != 1))
+            what = "spatial_split of a Conv sees one filter position (b = fh = fw = 1, and h = 1 or whole rows)"
         return [
             prover.ob(
                 head,
                 seq,
                 sp,
-                "spatial_split sees one image row (b = h = 1) or one filter position (b = fh = fw = 1)",
+                what,
                 neg,
                 lambda m: f"b = {value(m, b)}, h = {value(m, h)}, fh = {value(m, fh)}, fw = {value(m, fw)}",
             )
