@@ -21,8 +21,9 @@ torch.nn.functional.conv2d(stride, padding, groups) on the same channels-last te
 before they are timed (against the numpy reference when torch is absent, with no torch
 column); a padded layer's program runs over the zero-bordered image (docs/convolutions.md,
 "Padding"): `C loop` times it on that buffer (as a graph runtime whose producer writes
-the interior would run it), `call` through `fn.padded(p)` from Python on torch's
-unpadded tensor (its copy into the bordered buffer included), beside torch's call.
+the interior would run it), `call` through `fn.padded(p)` from Python on the unpadded
+image (numpy's channels-last view of torch's tensor's memory; its copy into the bordered
+buffer included), beside torch's call.
 
 The default target is native (this machine's), and the baselines run at the full ISA
 of the CPU, as a user's would (benchmarks/host.py). `--hold-back` keeps the variables
@@ -309,7 +310,7 @@ class NetRow:
     layer: Layer
     synth_s: float
     gflops: float  # the C loop, on the bordered image
-    call: float  # GFLOP/s through fn.padded (or fn) from Python on torch's unpadded tensor
+    call: float  # GFLOP/s through fn.padded (or fn) from Python on the unpadded image (numpy)
     torch: float | None
     vs_torch: float | None  # median over rounds of C loop / torch, measured back to back
     vs_torch_call: float | None  # ... of call / torch
@@ -318,8 +319,9 @@ class NetRow:
 def torch_case(layer: Layer, torch):
     """Torch's tensors for the layer (channels-last input of torch's size, its weight),
     torch's result (conv2d with the layer's stride, padding and groups), and ours: the
-    call (through fn.padded where the layer pads) and its inputs, filters in the spec's
-    layout (copied once, as a model's constants are)."""
+    call (through fn.padded where the layer pads) and its inputs (numpy arrays: the image
+    a view of torch's input's memory), filters in the spec's layout (copied once, as a
+    model's constants are)."""
     b, f, c, h, w, fh, fw = layer.channels
     n, s, p = layer.torch_input, layer.stride, layer.pad
     rng = np.random.default_rng(0)
@@ -333,7 +335,10 @@ def torch_case(layer: Layer, torch):
     else:
         filt = np.ascontiguousarray(wt.transpose(2, 3, 1, 0)).transpose(3, 2, 0, 1)  # [2, 3, 1, 0]
     hi = layer.image - n - p  # zeros after the input; < 0: the last rows are read by no output
-    img = tx if hi >= 0 else tx[:, :, : n + hi, : n + hi]
+    # ours is called on numpy's view of the same memory (what a numpy user passes; a torch
+    # tensor would first go through np.asarray on every call)
+    nx = x.transpose(0, 3, 1, 2)
+    img = nx if hi >= 0 else nx[:, :, : n + hi, : n + hi]
     return (tx, tw, groups), want, img, filt, max(hi, 0)
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-from morello_asp.ir import Alloc, Loop
+from morello_asp.ir import Alloc, Loop, Subsample
 from morello_asp.spec import TensorSpec
 from morello_asp.target import Target
 
@@ -92,6 +92,13 @@ class CostModel:
             c += dict(self.move_overhead).get(node.new.level, 0)
         object.__setattr__(node, "_cost", (self, c))
         return c
+
+    def subsample(self, node: Subsample) -> int:
+        """c(subsample) less its children: the pixels read, the new buffer written and a
+        copy's overhead, as a move that copies."""
+        shape = tuple(node.load.spec.shape)
+        c = self.move(node.load.spec.operands[0], shape) + self.move(node.new, shape)
+        return c + dict(self.move_overhead).get(node.new.level, 0)
 
     def loop(self, node: Loop, body_cost: int, boundary_costs) -> int:
         """c(loop) from its body's and boundaries' costs."""

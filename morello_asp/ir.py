@@ -193,6 +193,25 @@ class FilterLoop(Impl):
 
 
 @dataclass(frozen=True, eq=False)
+class Subsample(Impl):
+    """A strided convolution of one filter position copies the image pixels it reads
+    into a dense buffer `new` (`load`, a Move) and runs `body`, the stride-1 convolution,
+    on it: the subsample rewrite. Children are [load, body]."""
+
+    spec: Spec
+    new: TensorSpec
+    load: Impl
+    body: Impl
+
+    @property
+    def children(self):
+        return (self.load, self.body)
+
+    def with_children(self, children) -> Impl:
+        return Subsample(self.spec, self.new, children[0], children[1])
+
+
+@dataclass(frozen=True, eq=False)
 class Block(Impl):
     """Children run in order on the same operands (e.g. Zero then MatmulAccum)."""
 

@@ -57,6 +57,14 @@ class Schedulable:
         """
         return port("schedule").spatial_split(self._program())
 
+    def subsample(self, level: str = "GL") -> Impl:
+        """A strided 1 x 1 convolution -> its image's pixels read (every S-th) copied into
+        a dense channels-last buffer at `level`, then the stride-1 convolution on it.
+
+        ConvS2(1x16x8x3x5x1x1).subsample("GL")  ->  alloc: [Move(1x8x3x5), Conv(1x16x8x3x5x1x1)]
+        """
+        return port("schedule").subsample(self._program(), level)
+
     def move_param(
         self,
         operand: int,

@@ -108,6 +108,11 @@ def spatial_split(p: Program) -> Impl:
     return apply(p, rewrites.spatial_split.action())
 
 
+def subsample(p: Program, level: str = "GL") -> Impl:
+    """A strided 1 x 1 convolution's pixels copied densely; see Schedulable.subsample."""
+    return apply(p, rewrites.subsample.action(level))
+
+
 def move_param(
     p: Program,
     operand: int,

@@ -16,6 +16,7 @@ from morello_asp.rewrites.pipeline import PipelineFamily
 from morello_asp.rewrites.registry import families, family, for_atom, for_node, for_node_tag, register
 from morello_asp.rewrites.select import Select
 from morello_asp.rewrites.spatial_split import SpatialSplit
+from morello_asp.rewrites.subsample import Subsample
 from morello_asp.rewrites.tile import Tile
 from morello_asp.rewrites.to_accum import ToAccum
 from morello_asp.spec import Spec
@@ -27,7 +28,7 @@ def node_from_expansion(spec: Spec, exp, children: list[Impl] | None = None) -> 
     return family(exp.action.name).build(spec, exp, kids)
 
 
-for _f in (Tile(), ToAccum(), SpatialSplit(), Move(), Select(), PipelineFamily()):
+for _f in (Tile(), ToAccum(), SpatialSplit(), Subsample(), Move(), Select(), PipelineFamily()):
     register(_f)
 
 __all__ = [

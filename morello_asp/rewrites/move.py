@@ -234,20 +234,7 @@ class Move(Rewrite):
         nb = (dt or sp.dtypes[op]).nbytes
         vol = sp.operand_volume(op)
         units = sym_units(prover.target, lv.unit, vol, nb, v)
-        limit = sp.limits[lv.index]
-        obs.append(
-            prover.ob(
-                head,
-                seq,
-                sp,
-                f"the new buffer fits under the box's lowest {lv.name} limit",
-                lambda: as_bool(units > limit),
-                lambda m: (
-                    f"{value(m, units)} {lv.unit}s at shape {prover.shape(m, sp)} but the limit is {value(m, limit)}"
-                ),
-                (lv.unit, v, nb, shape_key, sp.axis_range(limit)),
-            )
-        )
+        obs.append(prover.buffer_fits(head, seq, sp, lv, units, (lv.unit, v, nb, shape_key)))
         if lv.unit == "vector":
             width_ok = v > 0 and v * nb in prover.target.vector_types
             obs.append(

@@ -150,6 +150,22 @@ class BoxProver:
             self._proved.add(k)
         return BoxObligation(full, status, m or "", seq)
 
+    def buffer_fits(self, head, seq, space, lv, units, key=None) -> BoxObligation:
+        """A buffer of `units` (a z3 term over the box's dimensions) fits under the box's
+        lowest limit at level `lv`: the claim of every rewrite that allocates."""
+        limit = space.limits[lv.index]
+        return self.ob(
+            head,
+            seq,
+            space,
+            f"the new buffer fits under the box's lowest {lv.name} limit",
+            lambda: as_bool(units > limit),
+            lambda m: (
+                f"{value(m, units)} {lv.unit}s at shape {self.shape(m, space)} but the limit is {value(m, limit)}"
+            ),
+            None if key is None else (*key, space.axis_range(limit)),
+        )
+
     def shape(self, m, space) -> str:
         return "x".join(str(value(m, d)) for d in space.dims)
 
