@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from morello_asp.cost_model import pow2ceil
 from morello_asp.rewrites.action import Action
 
 if TYPE_CHECKING:
@@ -113,6 +114,23 @@ class Rewrite(ABC):
         if not child_peaks:
             return (0,) * n
         return tuple(map(max, *(p[:n] for p in child_peaks)))
+
+    def allocating_peak(self, node: Impl, child_peaks: list[tuple[int, ...]], target: Target) -> tuple[int, ...]:
+        """`peak` for a family that allocates (allocations()): at each level its buffers'
+        units plus pow2ceil of what the children need there, because a child's limit is
+        snapped down to a power of two after the allocation (paper 2.4.4)."""
+        base = Rewrite.peak(self, node, child_peaks, target)
+        allocs = self.allocations(node, target)
+        if len(allocs) == 1:  # a move's, in the search's inner loop
+            li, u = allocs[0]
+            return tuple(u + pow2ceil(v) if i == li else v for i, v in enumerate(base))
+        per: dict[int, int] = {}
+        for li, u in allocs:
+            per[li] = per.get(li, 0) + u
+        out = list(base)
+        for li, u in per.items():
+            out[li] = u + pow2ceil(out[li])
+        return tuple(out)
 
     @abstractmethod
     def list_node(self, node: Impl, args: list[str], depth: int, out: Listing) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from morello_asp.codegen import prefetch
 from morello_asp.codegen.emitter import View
-from morello_asp.cost_model import CostModel, alloc_units, pow2ceil
+from morello_asp.cost_model import CostModel, alloc_units
 from morello_asp.dtypes import Dtype
 from morello_asp.errors import ScheduleError
 from morello_asp.expr import Const
@@ -103,12 +103,7 @@ class Move(Rewrite):
         return [(target.level(node.new.level).index, alloc_units(node, target))]
 
     def peak(self, node, child_peaks, target):
-        """An alloc of u units needs u + pow2ceil(child need) at its level, because a
-        child's limit is snapped down to a power of two after the allocation."""
-
-        base = super().peak(node, child_peaks, target)
-        li = target.level(node.new.level).index
-        return tuple(alloc_units(node, target) + pow2ceil(v) if i == li else v for i, v in enumerate(base))
+        return self.allocating_peak(node, child_peaks, target)
 
     def list_node(self, node, args, depth, out):
         shape = node.spec.operand_shapes[node.operand]

@@ -24,7 +24,6 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from morello_asp.codegen.emitter import View
-from morello_asp.cost_model import pow2ceil
 from morello_asp.errors import ScheduleError
 from morello_asp.expr import Const
 from morello_asp.ir import Pipeline
@@ -214,14 +213,7 @@ class PipelineFamily(Rewrite):
     def peak(self, node, child_peaks, target):
         """The intermediates take their units while every stage runs; the stages get
         what is left, snapped down to a power of two (as a move's body)."""
-
-        base = list(super().peak(node, child_peaks, target))
-        per: dict[int, int] = {}
-        for li, u in self.allocations(node, target):
-            per[li] = per.get(li, 0) + u
-        for li, u in per.items():
-            base[li] = u + pow2ceil(base[li])
-        return tuple(base)
+        return self.allocating_peak(node, child_peaks, target)
 
     def temp_names(self, node, out_fresh, prefix) -> list[str]:
         names = []

@@ -42,7 +42,7 @@ _MOVED = {0: (2, 3), 1: (2, 3), 2: ()}
 _BODY_NAMES = {0: ("b", "w", "c"), 1: ("b", "c", "f"), 2: ("b", "w", "f")}
 
 
-def _coef(spec, op: int, j: int, name: str) -> int:
+def access_coef(spec, op: int, j: int, name: str) -> int:
     """The coefficient of the convolution's dimension `name` in the index of operand
     op's dimension j (kind_access/3): a stride-2 image column 2*w + fw has 2 for w."""
     names = spec.k.dim_names(len(spec.shape))
@@ -53,19 +53,20 @@ def action() -> Action:
     return Action("spatial_split")
 
 
-def _dims(spec) -> dict[str, int]:
+def conv_dims(spec) -> dict[str, int]:
+    """The convolution's dimensions by name (kind_dim/3): b, f, c, h, w, fh, fw."""
     return dict(zip(spec.k.dim_names(len(spec.shape)), spec.shape))
 
 
 def merged(spec) -> bool:
     """The split takes h > 1 rows at once (a pointwise convolution: one filter position)."""
-    d = _dims(spec)
+    d = conv_dims(spec)
     return d["h"] > 1 and d["fh"] == 1 and d["fw"] == 1
 
 
 def body_shape(spec) -> tuple[int, int, int, int]:
     """The MatmulAccum the split leaves: 1 x w x c x f (1 x h*w x c x f merged)."""
-    d = _dims(spec)
+    d = conv_dims(spec)
     return (1, d["h"] * d["w"], d["c"], d["f"])
 
 
@@ -152,7 +153,7 @@ class SpatialSplit(Rewrite):
             # the filter position moves the image by the dilation (image row h + 2*fh)
             origin = list(v.origin)
             for dim, s, name in zip(_MOVED[op], shift, ("fh", "fw")):
-                c = _coef(spec, op, dim, name)
+                c = access_coef(spec, op, dim, name)
                 origin[dim] = origin[dim] + (s * c if c != 1 else s)
             axes: list[int | None] = [None] * len(v.origin)
             steps = [1] * len(v.origin)
@@ -160,7 +161,7 @@ class SpatialSplit(Rewrite):
                 if dim is not None:
                     axes[dim] = i
                     # the stride: the body's next pixel is the image's stride-th (2*w + fw)
-                    steps[dim] = _coef(spec, op, dim, _BODY_NAMES[op][i])
+                    steps[dim] = access_coef(spec, op, dim, _BODY_NAMES[op][i])
             kids.append(
                 replace(
                     v,
@@ -196,7 +197,7 @@ class SpatialSplit(Rewrite):
 
         spec, body = node.spec, node.body.spec
         name = f"spatial_split of {spec.short()}"
-        d = _dims(spec)
+        d = conv_dims(spec)
         out = []
         kind = "MatmulAccum" if spec.k.is_accum else "Matmul"
         what = f"{name}: the body is {kind} {'x'.join(map(str, body_shape(spec)))} on the operands' dtypes"
@@ -231,7 +232,7 @@ class SpatialSplit(Rewrite):
         # image rows D*fh + y for y < h (h > 1 only merged: one filter position, stride 1),
         # columns D*fw + S*x for x < w (stride S, dilation D: the kind's coefficients);
         # filters at (fh, fw); the output rows y < h
-        sw, dh, dw = _coef(spec, 0, 3, "w"), _coef(spec, 0, 2, "fh"), _coef(spec, 0, 3, "fw")
+        sw, dh, dw = access_coef(spec, 0, 3, "w"), access_coef(spec, 0, 2, "fh"), access_coef(spec, 0, 3, "fw")
         s.add(
             z3.Or(
                 dh * fh + d["h"] > img[2],

@@ -15,15 +15,17 @@ image, the new buffer, whose pixels are adjacent, so it splits all its rows at o
 from __future__ import annotations
 
 from dataclasses import replace
+from math import prod
 from typing import Any
 
 from morello_asp.codegen.emitter import View
-from morello_asp.cost_model import CostModel, pow2ceil
+from morello_asp.cost_model import CostModel
 from morello_asp.errors import CodegenError
 from morello_asp.expr import Const
 from morello_asp.ir import Subsample as SubsampleNode
 from morello_asp.rewrites.action import Action
 from morello_asp.rewrites.base import Rewrite, view_fields
+from morello_asp.rewrites.spatial_split import access_coef, conv_dims
 from morello_asp.spec import parse_tensor_spec, tensor_text
 
 
@@ -31,30 +33,21 @@ def action(level: str) -> Action:
     return Action("subsample", (level.upper(),))
 
 
-def _dims(spec) -> dict[str, int]:
-    return dict(zip(spec.k.dim_names(len(spec.shape)), spec.shape))
-
-
 def pixels(spec) -> tuple[int, int, int, int]:
     """The shape of the pixels the convolution reads: b x c x h x w."""
-    d = _dims(spec)
+    d = conv_dims(spec)
     return (d["b"], d["c"], d["h"], d["w"])
 
 
 def strides(spec) -> tuple[int, int]:
     """The image's steps along h and w (the coefficients of h and w in its access,
     kind_access/3: 2 for ConvS2's image row 2*h + fh)."""
-    names = spec.k.dim_names(len(spec.shape))
-    acc = spec.k.access(len(spec.shape))[0]
-    return acc[2].coef(names.index("h")), acc[3].coef(names.index("w"))
+    return access_coef(spec, 0, 2, "h"), access_coef(spec, 0, 3, "w")
 
 
 def _units(node, target) -> int:
     """Units of its level the new buffer takes."""
-    n = 1
-    for x in node.load.spec.shape:
-        n *= x
-    return target.units(node.new.level, n, node.new.dtype.nbytes, node.new.vector_size)
+    return target.units(node.new.level, prod(node.load.spec.shape), node.new.dtype.nbytes, node.new.vector_size)
 
 
 class Subsample(Rewrite):
@@ -96,10 +89,7 @@ class Subsample(Rewrite):
         return [(target.level(node.new.level).index, _units(node, target))]
 
     def peak(self, node, child_peaks, target):
-        """As a move's: u units at its level plus pow2ceil of the children's need there."""
-        base = super().peak(node, child_peaks, target)
-        li = target.level(node.new.level).index
-        return tuple(_units(node, target) + pow2ceil(v) if i == li else v for i, v in enumerate(base))
+        return self.allocating_peak(node, child_peaks, target)
 
     def list_node(self, node, args, depth, out):
         sh, sw = strides(node.spec)
@@ -149,7 +139,7 @@ class Subsample(Rewrite):
 
         spec, body, load = node.spec, node.body.spec, node.load.spec
         name = f"subsample of {spec.short()}"
-        d = _dims(spec)
+        d = conv_dims(spec)
         shape = pixels(spec)
         out = [prove_layout(node.new.layout, shape)]
         what = f"{name}: one filter position, the body the stride-1 convolution on the new buffer"
