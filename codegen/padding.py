@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from morello_asp.codegen.convert import as_array, dense_order, in_order
+from morello_asp.codegen.convert import aligned_empty, as_array, dense_order, in_order
 from morello_asp.codegen.reference import check_call, random_operands, reference
 from morello_asp.errors import CodegenError
 
@@ -102,7 +102,9 @@ class Padded:
                     f"{spec.short()}: operand {i} is in a packing layout; padding needs a layout that only "
                     "orders dimensions (row_major, channels-last, ...)"
                 )
-            buf = in_order(np.zeros(math.prod(shape), ts.dtype.np_dtype), shape, order)  # memory in the layout
+            # memory in the layout, ALIGN-aligned as the program's own buffers: numpy puts a large
+            # array 16 bytes past a line, and every vector the program reads would then split two
+            buf = in_order(aligned_empty(math.prod(shape), ts.dtype.np_dtype, zero=True), shape, order)
             self._buf[i] = buf
             self._inner[i] = buf[
                 tuple(slice(sides[j][0], n - sides[j][1]) if j in sides else slice(None) for j, n in enumerate(shape))
@@ -111,6 +113,10 @@ class Padded:
     def shape(self, i: int) -> tuple[int, ...]:
         """The shape a call takes for operand i (unpadded)."""
         return self._inner[i].shape if i in self._inner else tuple(self.spec.operand_shapes[i])
+
+    def buffers(self) -> list[np.ndarray]:
+        """The kept zero-bordered buffers, one per padded operand (what the program reads)."""
+        return list(self._buf.values())
 
     def interior(self, i: int) -> np.ndarray:
         """The interior of operand i's kept buffer: a producer may write into it, and a

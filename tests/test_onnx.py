@@ -36,6 +36,12 @@ def _plan_of_matching(model, db) -> dict:
     sess = InferenceSession(model, db=db)
     _matches(sess, model)
     assert sess.intermediate_bytes <= sess.unplanned_bytes
+    # every array a program reads whole starts on a cache line (numpy's allocator would put
+    # a large one 16 bytes past it, and each vector load would then split two lines):
+    # the constants as laid out, a padded call's bordered buffers
+    consts = [a.const for st in sess.plan.steps for a in st.args if a.const is not None]
+    bordered = [b for f in sess.step_fn if hasattr(f, "interior") for b in f.buffers()]
+    assert all(a.ctypes.data % 64 == 0 for a in consts + bordered)
     steps: dict = {None: sess.plan.steps}
     for st in sess.plan.steps:
         steps.setdefault(st.nodes[0], st)

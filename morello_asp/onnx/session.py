@@ -347,8 +347,10 @@ def _laid_out(c: np.ndarray, layout: Layout | None) -> np.ndarray:
     """Constant c (logical shape) in float32 with its memory in `layout`'s order (where
     it only orders dimensions), so the compiled call reads it as it lies."""
     order = dense_order(layout, c.shape) if layout is not None else None
-    if order is None or order == tuple(range(c.ndim)):
-        return np.ascontiguousarray(c, dtype=np.float32)
+    if order is None:
+        order = tuple(range(c.ndim))
+    # ALIGN-aligned, as every buffer the session keeps: numpy puts a large array 16 bytes
+    # past a cache line, and the program's vector loads of it would each split two lines
     out = in_order(aligned_empty(c.size, np.float32), c.shape, order)
     out[...] = c
     return out
