@@ -12,7 +12,6 @@ slice) here, so callers never see physical buffers. Dtypes must match the spec e
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass
 
@@ -27,7 +26,7 @@ from morello_asp.codegen.calling import (  # noqa: F401 (per_call: this module's
     loadable,
     per_call,
 )
-from morello_asp.codegen.convert import aligned_empty, dense_order, from_buffer, in_order, to_buffer
+from morello_asp.codegen.convert import aligned_array, dense_order, from_buffer, to_buffer
 from morello_asp.codegen.ctarget import CTarget
 from morello_asp.codegen.emit import (
     bench_function,
@@ -227,7 +226,7 @@ class Program(Callable):
         if p.order is None or p.direct:
             return super()._new_output(o)
         # in buffer order, seen in logical order: the program writes it where it lies
-        return in_order(aligned_empty(math.prod(p.shape), p.dtype, zero=p.read), p.shape, p.order)
+        return aligned_array(p.shape, p.dtype, zero=p.read, order=p.order)
 
     def _buffer(self, i: int, a: np.ndarray) -> np.ndarray:
         """Operand i's buffer: the array's own memory when it lies in the operand's

@@ -28,12 +28,14 @@ def aligned_empty(n: int, dtype, zero: bool = False) -> np.ndarray:
     return raw[start : start + n * dtype.itemsize].view(dtype)
 
 
-def aligned_array(shape, dtype, zero: bool = False) -> np.ndarray:
-    """A writeable C-contiguous array of `shape` whose data starts on an ALIGN-byte
-    boundary, where numpy's allocator puts large arrays 16 or 48 bytes past one (so a
-    program's 64-byte vector stores would split cache lines); zeros if `zero`."""
+def aligned_array(shape, dtype, zero: bool = False, order=None) -> np.ndarray:
+    """A writeable array of `shape` whose data starts on an ALIGN-byte boundary, where
+    numpy's allocator puts large arrays 16 or 48 bytes past one (so a program's 64-byte
+    vector loads and stores would split cache lines); zeros if `zero`. Its memory is in
+    `order` (in_order: [0, 2, 3, 1] is channels-last), C-contiguous if None."""
     shape = tuple(shape)
-    return aligned_empty(math.prod(shape), dtype, zero).reshape(shape)
+    buf = aligned_empty(math.prod(shape), dtype, zero)
+    return buf.reshape(shape) if order is None else in_order(buf, shape, order)
 
 
 def in_order(buf: np.ndarray, shape, order) -> np.ndarray:

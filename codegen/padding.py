@@ -20,13 +20,12 @@ A Padded call is not re-entrant: two threads calling one Padded share its buffer
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from morello_asp.codegen.convert import aligned_empty, as_array, dense_order, in_order
+from morello_asp.codegen.convert import aligned_array, as_array, dense_order
 from morello_asp.codegen.reference import check_call, random_operands, reference
 from morello_asp.errors import CodegenError
 
@@ -102,9 +101,7 @@ class Padded:
                     f"{spec.short()}: operand {i} is in a packing layout; padding needs a layout that only "
                     "orders dimensions (row_major, channels-last, ...)"
                 )
-            # memory in the layout, ALIGN-aligned as the program's own buffers: numpy puts a large
-            # array 16 bytes past a line, and every vector the program reads would then split two
-            buf = in_order(aligned_empty(math.prod(shape), ts.dtype.np_dtype, zero=True), shape, order)
+            buf = aligned_array(shape, ts.dtype.np_dtype, zero=True, order=order)  # on a line, as the program's own
             self._buf[i] = buf
             self._inner[i] = buf[
                 tuple(slice(sides[j][0], n - sides[j][1]) if j in sides else slice(None) for j, n in enumerate(shape))

@@ -17,6 +17,7 @@ ort = pytest.importorskip("onnxruntime", reason="the onnx extra is not installed
 
 from onnx import helper as h  # noqa: E402
 
+from morello_asp.codegen.padding import Padded  # noqa: E402
 from morello_asp.onnx import InferenceSession, ModelError  # noqa: E402
 from morello_asp.onnx.blocks import attention, bottleneck, mlp  # noqa: E402
 from morello_asp.onnx.blocks import const as _const  # noqa: E402
@@ -40,7 +41,7 @@ def _plan_of_matching(model, db) -> dict:
     # a large one 16 bytes past it, and each vector load would then split two lines):
     # the constants as laid out, a padded call's bordered buffers
     consts = [a.const for st in sess.plan.steps for a in st.args if a.const is not None]
-    bordered = [b for f in sess.step_fn if hasattr(f, "interior") for b in f.buffers()]
+    bordered = [b for f in sess.step_fn if isinstance(f, Padded) for b in f.buffers()]
     assert all(a.ctypes.data % 64 == 0 for a in consts + bordered)
     steps: dict = {None: sess.plan.steps}
     for st in sess.plan.steps:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from morello_asp.codegen import fastcall
-from morello_asp.codegen.convert import aligned_empty, dense_order, in_order
+from morello_asp.codegen.convert import aligned_array, aligned_empty, dense_order, in_order
 from morello_asp.default_table import DEFAULT_TABLE
 from morello_asp.errors import InputError
 from morello_asp.layout import Layout
@@ -68,7 +68,7 @@ def _apply(a: np.ndarray, ops: View, copies: list[tuple[np.ndarray, np.ndarray]]
                 r = a.view()
                 r.shape = val  # raises rather than copy
             except AttributeError:
-                kept = aligned_empty(a.size, np.float32).reshape(a.shape)
+                kept = aligned_array(a.shape, np.float32)
                 copies.append((kept, a))
                 r = kept.reshape(val)
             a = r
@@ -177,7 +177,7 @@ class InferenceSession:
         # each input is copied into a kept buffer of its own at the start of a run, and each
         # output a program writes is kept too (run returns copies): every step's arguments
         # are then fixed arrays, and its call is made once (_bind)
-        self._kept_in = {t.name: aligned_empty(prod(t.shape), np.float32).reshape(t.shape) for t in plan.inputs}
+        self._kept_in = {t.name: aligned_array(t.shape, np.float32) for t in plan.inputs}
         self._out_names = [o.name for o in plan.outputs]
         self._out_set = set(self._out_names)
         # an output no step reads is the call's own new array each run (no copy)
@@ -347,11 +347,7 @@ def _laid_out(c: np.ndarray, layout: Layout | None) -> np.ndarray:
     """Constant c (logical shape) in float32 with its memory in `layout`'s order (where
     it only orders dimensions), so the compiled call reads it as it lies."""
     order = dense_order(layout, c.shape) if layout is not None else None
-    if order is None:
-        order = tuple(range(c.ndim))
-    # ALIGN-aligned, as every buffer the session keeps: numpy puts a large array 16 bytes
-    # past a cache line, and the program's vector loads of it would each split two lines
-    out = in_order(aligned_empty(c.size, np.float32), c.shape, order)
+    out = aligned_array(c.shape, np.float32, order=order)  # on a line, as every buffer the session keeps
     out[...] = c
     return out
 
