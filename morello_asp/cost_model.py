@@ -3,6 +3,9 @@
 c(loop)   = ceil(trips / threads if parallel) * (c(body) + loop overhead) + sum c(boundary)
             [+ parallel overhead]   (loop overhead: tgt_loop_overhead/1, 0 if absent, and 0
             for a loop codegen writes out unrolled: one that steps through registers)
+            and, for a loop whose every trip adds into the same registers (Loop.carries_sum),
+            at least chain * latency - hidden   (tgt_carried_trip/2; none if absent), where
+            chain = trips * the chain of sums its body leaves open (morello_asp/cost.py)
 c(block)  = sum c(children)
 c(alloc)  = m(src) + m(dest) + sum c(children)
             [+ move overhead of the destination level if the move copies: tgt_move_overhead/2]
@@ -42,6 +45,8 @@ class CostModel:
     line_bytes: int  # tgt_line_bytes/1
     move_overhead: tuple[tuple[str, int], ...]  # per destination level: cost of a copying move
     loop_per_iter: int  # tgt_loop_overhead/1
+    carried_trip: int  # tgt_carried_trip/2: the latency of one sum into the same registers ...
+    carried_hidden: int  # ... and what of a chain of them the out-of-order window overlaps
     threads: int  # tgt_threads/1
     parallel_setup: int  # tgt_parallel_overhead/2, once per parallel loop
     parallel_per_iter: int  # ... and per iteration
@@ -59,6 +64,8 @@ class CostModel:
         t.update(
             line_bytes=self.line_bytes,
             loop=self.loop_per_iter,
+            carried_trip=self.carried_trip,
+            carried_hidden=self.carried_hidden,
             threads=self.threads,
             parallel_setup=self.parallel_setup,
             parallel_per_iter=self.parallel_per_iter,
@@ -113,6 +120,15 @@ class CostModel:
             total += self.parallel_setup + self.parallel_per_iter * trips
         return total
 
+    def carried_floor(self, chain: int) -> int:
+        """The least cost of a loop that leaves `chain` sums into the same registers, one
+        after the other: each waits on the one before, so the chain runs at the adding
+        instruction's latency, less what the out-of-order window overlaps with the work
+        around it (tgt_carried_trip/2; 0 without it)."""
+        if not self.carried_trip:
+            return 0
+        return max(0, chain * self.carried_trip - self.carried_hidden)
+
 
 _MODELS: dict[int, tuple[Target, CostModel]] = {}  # id(target) -> (target, its model)
 
@@ -126,6 +142,8 @@ def _model(target: Target) -> CostModel:
         line_bytes=target.line_bytes,
         move_overhead=tuple(sorted(target.move_overhead.items())),
         loop_per_iter=target.loop_per_iter,
+        carried_trip=target.carried_trip,
+        carried_hidden=target.carried_hidden,
         threads=target.threads,
         parallel_setup=target.parallel_setup,
         parallel_per_iter=target.parallel_per_iter,
@@ -154,6 +172,7 @@ class Cost:
     depth: int
     complete: bool
     levels: tuple[str, ...] = ()  # the target's level names, for `peak`
+    chain: int = 0  # the sums into the same registers left open to a parent (cost.py, node_chain)
 
     def describe(self) -> str:
         peaks = ", ".join(f"{lv} {p}" for lv, p in zip(self.levels, self.peak))

@@ -165,6 +165,22 @@ class Loop(Impl):
         object.__setattr__(self, "_unrolled", (register_levels, value))
         return value
 
+    def carries_sum(self, register_levels) -> bool:
+        """Whether every trip adds into the same registers: an output held in registers
+        that no looped dimension indexes (the k loop of a register tile), so each trip's
+        sum waits on the one before (the cost model's carried chain)."""
+        got = self.__dict__.get("_carries")
+        if got is not None and got[0] == register_levels:
+            return got[1]
+        looped = {d for d, s in enumerate(self.steps) if s > 1}
+        dims = self.spec.k.deps(len(self.spec.shape))
+        value = bool(looped) and any(
+            self.spec.operands[o].level in register_levels and not looped.intersection(dims[o])
+            for o in self.spec.outputs
+        )
+        object.__setattr__(self, "_carries", (register_levels, value))
+        return value
+
     def regions(self):
         """(offset, region shape) of each boundary body, in `boundaries` order."""
         return [(o, s) for o, s, main in loop_regions(self.spec.shape, self.tile_shape) if not main]
@@ -190,6 +206,12 @@ class FilterLoop(Impl):
         """(fh, fw): the filter's extents, found by dimension name."""
         names = self.spec.k.dim_names(len(self.spec.shape))
         return self.spec.shape[names.index("fh")], self.spec.shape[names.index("fw")]
+
+    def carries_sum(self, register_levels) -> bool:
+        """Whether the positions add into the same registers (Loop.carries_sum): the
+        output does not depend on the filter position, so it does when it is held in
+        registers."""
+        return any(self.spec.operands[o].level in register_levels for o in self.spec.outputs)
 
 
 @dataclass(frozen=True, eq=False)

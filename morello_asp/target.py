@@ -63,6 +63,8 @@ class Target:
     parallel_per_iter: int
     move_dests: frozenset[tuple[str, str]]
     loop_per_iter: int = 0  # tgt_loop_overhead/1: cost of one (per-thread) loop iteration
+    carried_trip: int = 0  # tgt_carried_trip/2: latency of a sum into the same registers ...
+    carried_hidden: int = 0  # ... and how much of a chain of them the CPU overlaps
     move_overhead: dict[str, int] = field(default_factory=dict)  # tgt_move_overhead/2: level -> cost per copy
     kernel_c: dict[tuple[str, str], str] = field(default_factory=dict)  # (kernel, dtype) -> C
 
@@ -284,6 +286,8 @@ def load_target_file(entry: Path, extra: tuple[Path, ...] = ()) -> Target:
         parallel_per_iter=per_iter,
         move_dests=frozenset((str(a).upper(), str(b).upper()) for a, b in atoms.get("tgt_move_dest", [])),
         loop_per_iter=one("tgt_loop_overhead")[0] if "tgt_loop_overhead" in atoms else 0,
+        carried_trip=one("tgt_carried_trip")[0] if "tgt_carried_trip" in atoms else 0,
+        carried_hidden=one("tgt_carried_trip")[1] if "tgt_carried_trip" in atoms else 0,
         move_overhead=move_overhead,
         kernel_c=kernel_c,
     )

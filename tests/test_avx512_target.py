@@ -149,7 +149,9 @@ def test_matmul_benchmark_names_a_size_the_hand_schedule_cannot_build():
     assert line.startswith("avx512: no hand schedule for N = 1024: move_param(2, L1")
 
 
-@pytest.mark.parametrize("text", ["Softmax1(4x1000, f32)", "Softmax1(5x37, f32)"])
+@pytest.mark.parametrize(
+    "text", [pytest.param("Softmax1(4x1000, f32)", marks=pytest.mark.slow), "Softmax1(5x37, f32)"]
+)  # 4x1000: ~12 s, with the slow tests
 def test_softmax_takes_the_vector_row_kernels_and_matches_numpy_where_the_cpu_has_avx512(text):
     """avx512 offers the softmax family's row kernels (AVX2's 256-bit code, which AVX-512
     CPUs run); without them its softmax was scalar, 12 times slower than numpy."""

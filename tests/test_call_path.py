@@ -255,6 +255,7 @@ def test_what_cannot_be_used_is_refused_in_one_line(mm):
         assert "\n" not in str(e.value)
 
 
+@pytest.mark.slow  # ~8 s
 def test_bf16_operands_as_ml_dtypes_or_raw_bits():
     spec = parse_spec(
         f"(Matmul(1x4x16x8, (bf16, GL, row_major), (bf16, GL, row_major), (f32, GL, row_major), serial), {LIMITS})"

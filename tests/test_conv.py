@@ -93,6 +93,7 @@ def test_spatial_split_by_hand():
     assert "_mm256_fmadd_ps" in full.to_c()  # the matmul's vector kernels serve the convolution
 
 
+@pytest.mark.slow  # ~10 s
 def test_a_pointwise_split_takes_all_rows_at_once():
     """A 1x1 ConvAccum over dense channels-last tiles splits all its rows at once: one
     MatmulAccum(1 x h*w x c x f) on the pixels (the image and output read as rows of

@@ -132,6 +132,7 @@ def _split_bodies(node: dict):
                 yield from _split_bodies(x)
 
 
+@pytest.mark.slow  # ~6 s
 def test_a_strided_pointwise_convolution_reads_a_strided_lhs():
     """A 1x1 stride-2 channels-last convolution: spatial_split's image view is a row of
     every other pixel (rows 2c values apart), so the Matmul(Accum) it leaves sees an lhs

@@ -42,6 +42,7 @@ def _fuzz(fuzz, n: int, max_volume: int, derandomize: bool, targets=None):
     run()
 
 
+@pytest.mark.slow  # ~13 s: CI's short fuzz run, with the slow tests
 def test_fuzz_a_few_random_specs(benchmark_script):
     _fuzz(benchmark_script("fuzz"), 6, max_volume=256, derandomize=True, targets=("avx2",))
 

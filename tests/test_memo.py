@@ -117,6 +117,29 @@ def test_merges_across_shapes():
     assert r.get(parse_spec("Matmul(32x4x4, f32)")) is None
 
 
+def test_a_chain_of_sums_is_kept_as_it_is_and_parts_boxes_that_differ_in_it():
+    """A decision's open chain of sums (morello_asp/cost.py, node_chain) is not in
+    proportion to volume: a box gives it back unscaled, and boxes whose chains differ do
+    not merge across shapes (each shape gets its own chain back). It survives the text a
+    table file stores."""
+    from morello_asp.solver.memo.sqlite import decode_decision, encode_decision
+
+    r = RectMemo(tuple(LEVELS))
+    tile = Action("tile", ((1, 1, 4, 4), False))
+    for m in (1, 2, 4, 8, 16):
+        s = parse_spec(f"Matmul({m}x4x4, f32)")
+        r.put(s, Decision(tile, 3 * s.volume, (0, 0, 0, 0), 2, chain=m))
+    assert len(r) == 5
+    s = parse_spec("Matmul(8x4x4, f32)")
+    assert r.get(s) == Decision(tile, 3 * 128, (0, 0, 0, 0), 2, chain=8)
+    key = '{"kind":"Matmul","nlimits":4,"rank":4}'
+    for chain in (0, 16):
+        d = Decision(tile, 3, (0, 0, 0, 0), 2, chain)
+        text = encode_decision(d)
+        assert ('"n"' in text) == bool(chain)
+        assert decode_decision(text, key).chain == chain
+
+
 def test_db_commands_round_trip(tmp_path):
     """export -> import -> compact keeps every answer; the imported table synthesizes the
     same program without search, and it runs correctly."""

@@ -110,6 +110,7 @@ def test_runs_are_independent_and_threads_may_share_a_session(db):
     assert sorted(got) == [1, 2, 3, 4, 5] and not wrong, f"runs of threads {sorted(set(wrong))} got another's result"
 
 
+@pytest.mark.slow  # ~18 s; the MLP test keeps the default suite's MatMul path
 def test_attention_block_matches_onnxruntime(db):
     model = attention()
     sess = InferenceSession(model, db=db)

@@ -45,7 +45,8 @@ def _run_executable(mc, tmp_path, feed) -> list[np.ndarray]:
 
 @pytest.mark.parametrize(
     "build",
-    [pytest.param(attention, marks=pytest.mark.slow), bottleneck],  # attention: ~20 s, with the slow tests
+    # ~20 s each, with the slow tests (the default suite keeps to 5 minutes on a Zen 4)
+    [pytest.param(attention, marks=pytest.mark.slow), pytest.param(bottleneck, marks=pytest.mark.slow)],
     ids=["attention", "bottleneck"],
 )
 def test_the_model_as_one_c_program_computes_what_the_session_does(build, db, tmp_path):

@@ -18,6 +18,56 @@ LAYOUTS3 = ["row_major", "col_major", "[0, 2, 1, 2 p(8)]", "[0, 1, 2, 2 oe(8)]",
 # ---------------------------------------------------------------- schedules and cost
 
 
+def _register_tile_k_loop(k: int, *tiles):
+    """MatmulAccum 1 x 16 x k with the output moved into vector registers and its k loop
+    tiled by `tiles` in turn down to one FMA a trip: every trip adds into the same two
+    registers."""
+    spec = parse_spec(
+        f"(MatmulAccum(1x1x{k}x16, (f32, RF, row_major), (f32, VRF, row_major, v8), (f32, L1, row_major), serial), "
+        "[16, 16, 1024, 33554432])",
+        "avx2",
+    )
+
+    def body(b):
+        for t in tiles:
+            b = b.tile([1, 1, t, 16])
+        return b.select("BroadcastVecMultAdd")
+
+    return (
+        spec.move_param(2, "VRF", "row_major", vector_size=8)
+        .subschedule([0], lambda load: load.select("VectorAssign"))
+        .subschedule([2], lambda store: store.select("VectorAssign"))
+        .subschedule([1], body)
+    )
+
+
+def test_a_chain_of_sums_into_the_same_registers_costs_its_latency_however_it_is_nested():
+    """A k loop whose every trip adds into the same register tile waits on the trip
+    before: with the loops nested inside it, it costs at least its whole chain times
+    tgt_carried_trip's latency (16 on avx2: 4 cycles of two FMA units), less what the CPU
+    overlaps (64), however cheap its body (cost_model.py). Split into two loops of 4 it
+    costs the same as one of 16: the inner loop reports its chain upward (cost.py,
+    node_chain), so nesting cannot hide it. A chain of 4 is all hidden, and Figure 1's
+    loop moves the output into registers in each trip, so nothing carries over."""
+    regs = frozenset({"RF", "VRF"})
+    # the output's load and store, 2 each; its line in L1, 2; each FMA of two vectors 5
+    four = _register_tile_k_loop(4, 1)
+    assert four.cost.main == 2 + 2 + 2 + 4 * 5  # 4 * 16 - 64 = 0 < 4 * 5: hidden
+    flat = _register_tile_k_loop(16, 1)
+    loop = flat.children[1]
+    assert isinstance(loop, Loop) and loop.trips == 16 and loop.carries_sum(regs)
+    assert flat.cost.main == 2 + 2 + 2 + 16 * 16 - 64 == 198  # max(16 * 5, 16 * 16 - 64)
+    nested = _register_tile_k_loop(16, 4, 1)
+    outer = nested.children[1]
+    assert outer.trips == 4 and outer.body.trips == 4 and outer.body.cost.chain == 4
+    assert outer.cost.chain == 16 and nested.cost.chain == 0  # the move closes the chain
+    assert nested.cost.main == flat.cost.main
+    assert not figure1().carries_sum(regs) and figure1().cost.chain == 0
+    for imp in (flat, nested):
+        err, tol = imp.compile().check()
+        assert err <= tol
+
+
 def test_figure1_program_and_hand_computed_cost():
     imp = figure1()
     assert isinstance(imp, Loop) and imp.tile_shape == (1, 1, 1, 16) and imp.trips == 16

@@ -202,7 +202,7 @@ def test_online_softmax_kernel_runs_and_is_proved(n):
 
 
 # ------------------------------------------------ the AVX-512 C of the row kernels
-@pytest.mark.parametrize("n", [5, 37, 200])
+@pytest.mark.parametrize("n", [5, 37, pytest.param(200, marks=pytest.mark.slow)])  # 200: ~5 s
 def test_avx512_row_kernels_run_and_are_proved(n):
     """The avx512 target's C of every softmax row kernel (avx512/softmax_kernels_c.lp:
     16-wide, masked tails): rows of n (only a tail; whole vectors and a tail; blocks of

@@ -39,7 +39,7 @@ def run_checked(imp, seed=3):
     return rep
 
 
-@pytest.mark.parametrize("kind", ["ConvS2", "ConvS3Accum"])
+@pytest.mark.parametrize("kind", [pytest.param("ConvS2", marks=pytest.mark.slow), "ConvS3Accum"])  # ConvS2: ~6 s
 def test_a_strided_pointwise_conv_subsampled_by_hand(kind):
     """The load reads every S-th pixel (the program's view steps by the stride), the body
     is the stride-1 kind of the same accumulation, and it splits all its rows at once."""

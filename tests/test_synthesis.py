@@ -321,6 +321,7 @@ def test_synthesis_finishes_a_packed_panel_with_six_row_register_tiles():
     check_runs(imp)
 
 
+@pytest.mark.slow  # ~9 s
 def test_a_batch_started_while_another_is_out_waits_for_it_and_an_abandoned_one_is_grounded_again():
     """The search keeps two batches out at once; a class the first one sends is not sent
     again by the second, and a class whose batch was never read (a stopped search) is
@@ -352,7 +353,7 @@ def test_a_batch_started_while_another_is_out_waits_for_it_and_an_abandoned_one_
     check_runs(imp)
 
 
-@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("jobs", [1, pytest.param(2, marks=pytest.mark.slow)])  # 2: ~6 s, with the slow tests
 def test_the_search_keeps_a_whole_batch_per_worker_out(monkeypatch, jobs):
     """With several clingo workers the search keeps one batch per worker out, each sent
     whole as one call (each call has a fixed cost), besides the one it is reading; with

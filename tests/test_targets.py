@@ -163,6 +163,7 @@ def test_shipped_targets_state_the_same_facts_as_before_the_isa_split(name):
     # with its native-target facts, tgt_native_family/1 and tgt_native_rank/1, since; the
     # softmax kernels' avx2_lanes/1, and avx512's own softmax C, since issue 59; max and min
     # as comparisons, not fmaxf/fminf, and avx512's VectorTranspose16, since issue 60; Matmul's register
-    # block sizes, tgt_block_size(matmul, ...), since 2026-11-29; and the epilogue kernels, later that day)
+    # block sizes, tgt_block_size(matmul, ...), since 2026-11-29; the epilogue kernels, later that day;
+    # and tgt_carried_trip/2, the latency of a chain of sums in registers, since 2026-11-30)
     want = (ROOT / "tests" / "golden" / "targets" / f"{name}.facts").read_text().splitlines()
     assert facts(ROOT / "encodings" / "targets" / f"{name}.lp") == want

@@ -369,6 +369,7 @@ C0_TILE = (
 )
 
 
+@pytest.mark.slow  # ~9 s
 def test_a_c0_operand_is_proved_at_views_with_no_adjacent_values(tmp_path, capsys):
     """A box's operand claiming c0 lies in db verify in a view with no two values
     adjacent (every k-th position of a larger buffer): before, it kept its exact buffer,
@@ -410,6 +411,7 @@ def test_a_packed_operand_is_proved_at_every_origin_in_its_packs():
 
 
 # ---- vector loads and stores (issue 57) ----------------------------------------------------
+@pytest.mark.slow  # ~7 s
 def test_a_box_whose_vector_kernel_takes_an_operand_with_no_adjacent_values_is_refuted(tmp_path, capsys):
     """db verify proves each vector a box's kernel loads or stores ({X_v}) adjacent and in
     order, in the views it places the box's operands in: a rule file applying VectorAssign

@@ -100,6 +100,18 @@ class Rewrite(ABC):
     def cost(self, node: Impl, child_costs: list[int], target: Target) -> int:
         """The node's cost from its children's (paper 3: affine in them)."""
 
+    def chain(self, node: Impl, child_chains: list[int], target: Target) -> int:
+        """The longest chain of sums into the same registers the node leaves open to its
+        parent (a loop around it that adds on to them waits on every one): by default its
+        children's longest. A loop whose trips add into the same registers lengthens it,
+        a move of the output into registers closes it."""
+        return max(child_chains, default=0)
+
+    def cost_floor(self, node: Impl, child_chains: list[int], target: Target) -> int:
+        """The least the node costs whatever its children cost, from the chains of sums
+        they leave open (the cost model's carried chain): none by default."""
+        return 0
+
     def allocations(self, node: Impl, target: Target) -> list[tuple[int, int]]:
         """(level index, units) of each buffer the node allocates for its children's
         lifetime (solver/proofs/verify.py adds them up along every path); none by default."""

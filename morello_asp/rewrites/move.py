@@ -99,6 +99,13 @@ class Move(Rewrite):
     def cost(self, node, child_costs, target):
         return CostModel.of(target).alloc(node) + sum(child_costs)
 
+    def chain(self, node, child_chains, target):
+        """An output moved into registers is stored once its sums are done: what chains
+        them ends inside the move, and a loop around it runs independent tiles."""
+        if node.operand in node.spec.outputs and node.new.level in target.register_levels:
+            return 0
+        return max(child_chains, default=0)
+
     def allocations(self, node, target):
         return [(target.level(node.new.level).index, alloc_units(node, target))]
 

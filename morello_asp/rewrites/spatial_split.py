@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from morello_asp.codegen.simplify import VarRange
+from morello_asp.cost_model import CostModel
 from morello_asp.errors import CodegenError
 from morello_asp.expr import Const, Expr, Var
 from morello_asp.ir import FilterLoop
@@ -118,6 +119,18 @@ class SpatialSplit(Rewrite):
     def cost(self, node, child_costs, target):
         fh, fw = node.positions
         return fh * fw * (child_costs[0] + target.loop_per_iter)
+
+    def chain(self, node, child_chains, target):
+        """Positions that add into the same registers chain their bodies' sums (Tile.chain)."""
+        if node.carries_sum(target.register_levels):
+            fh, fw = node.positions
+            return fh * fw * max(child_chains[0], 1)
+        return child_chains[0]
+
+    def cost_floor(self, node, child_chains, target):
+        if not node.carries_sum(target.register_levels):
+            return 0
+        return CostModel.of(target).carried_floor(self.chain(node, child_chains, target))
 
     def list_node(self, node, args, depth, out):
         names, binds = out.views("s", args, node.body.spec)

@@ -87,6 +87,18 @@ class Tile(Rewrite):
     def cost(self, node, child_costs, target):
         return CostModel.of(target).loop(node, child_costs[0], child_costs[1:])
 
+    def chain(self, node, child_chains, target):
+        """A loop whose trips add into the same registers runs its body's chain once a
+        trip (a kernel's sum is one link), then each boundary's: they add up."""
+        if node.carries_sum(target.register_levels):
+            return node.trips * max(child_chains[0], 1) + sum(max(c, 1) for c in child_chains[1:])
+        return max(child_chains, default=0)
+
+    def cost_floor(self, node, child_chains, target):
+        if not node.carries_sum(target.register_levels):
+            return 0
+        return CostModel.of(target).carried_floor(self.chain(node, child_chains, target))
+
     def list_node(self, node, args, depth, out):
         tiles, binds = out.views("t", args, node.body.spec)
         out.line(depth, f"tile{'[p]' if node.parallel else ''} ({binds}):", node)

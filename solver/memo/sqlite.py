@@ -57,17 +57,17 @@ def ints_json(t, sep: str = ", ") -> str:
 
 
 def encode_decision(d: Decision) -> str:
-    """Box values hold cost per unit of volume, a fraction: stored as text "n/d"."""
-    return json.dumps(
-        {
-            "a": None if d.action is None else d.action.to_json(),
-            "c": str(Fraction(d.cost)),
-            "p": list(d.peak),
-            "d": d.depth,
-        },
-        separators=(",", ":"),
-        sort_keys=True,
-    )
+    """Box values hold cost per unit of volume, a fraction: stored as text "n/d". A
+    chain of sums ("n") is written only where there is one (most decisions have none)."""
+    row = {
+        "a": None if d.action is None else d.action.to_json(),
+        "c": str(Fraction(d.cost)),
+        "p": list(d.peak),
+        "d": d.depth,
+    }
+    if d.chain:
+        row["n"] = d.chain
+    return json.dumps(row, separators=(",", ":"), sort_keys=True)
 
 
 def operand_ranks(k, rank: int) -> tuple[int, ...]:
@@ -109,7 +109,7 @@ class Decoder:
             if act is None:
                 act = self._actions[(text, ranks)] = Action.from_json(a, ranks)
             a = act
-        d = self._decisions[(val, ranks)] = Decision(a, Fraction(o["c"]), tuple(o["p"]), o["d"])
+        d = self._decisions[(val, ranks)] = Decision(a, Fraction(o["c"]), tuple(o["p"]), o["d"], o.get("n", 0))
         return d
 
 

@@ -27,6 +27,10 @@ class Decision:
     cost: int | Fraction  # in a RectMemo box: a Fraction, the cost per unit of spec volume
     peak: tuple[int, ...]
     depth: int
+    # The longest chain of sums into the same registers the program leaves open to its
+    # parent (morello_asp/cost.py, node_chain): a parent loop that adds on to it costs at
+    # least the chain's latency. Not proportional to volume: a box's value holds it as is.
+    chain: int = 0
 
     @property
     def feasible(self) -> bool:
@@ -45,13 +49,13 @@ def normalize(d: Decision, spec: Spec) -> Decision:
     stored as they are (tile sizes absolute), so specs of different sizes that tile to the
     same sub-spec, and so cost in proportion to their volume, get equal values and their
     boxes merge along the dimension axes (paper 4.1)."""
-    return Decision(d.action, Fraction(d.cost, spec.volume), d.peak, d.depth)
+    return Decision(d.action, Fraction(d.cost, spec.volume), d.peak, d.depth, d.chain)
 
 
 def denormalize(d: Decision, spec: Spec) -> Decision:
     cost = d.cost * spec.volume
     assert cost.denominator == 1, "a box answered a spec its cost does not scale to"
-    return Decision(d.action, int(cost), d.peak, d.depth)
+    return Decision(d.action, int(cost), d.peak, d.depth, d.chain)
 
 
 def unlimited_key(spec: Spec) -> Spec:

@@ -335,6 +335,8 @@ class Validator:
                 d = self.decode(val, key)
                 if not isinstance(d.cost, Fraction) or d.cost < 0 or type(d.depth) is not int or d.depth < 0:
                     raise BadAnswer(f"row of {key[:60]}: a negative or malformed cost or depth")
+                if type(d.chain) is not int or d.chain < 0:
+                    raise BadAnswer(f"row of {key[:60]}: a negative or malformed chain of sums")
                 if len(d.peak) != n or not all(type(x) is int for x in d.peak):
                     raise BadAnswer(f"row of {key[:60]}: a peak of {len(d.peak)} levels")
                 if d.action is not None and (list(d.peak) != llo or d.depth < 1):

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import count
 
-from morello_asp.cost import node_cost, node_peak
+from morello_asp.cost import node_chain, node_cost, node_peak
 from morello_asp.errors import NoImplementationError, SpecError
 from morello_asp.ir import Impl, SpecHole
 from morello_asp.rewrites import node_from_expansion
@@ -439,7 +439,7 @@ class Search:
             d = self.evaluate(spec, e, kids)
             if d is None:
                 continue
-            if best is None or (d.cost, d.depth) < (best.cost, best.depth):
+            if best is None or (d.cost, d.depth, d.chain) < (best.cost, best.depth, best.chain):
                 best = d
         if best is None:
             return Decision(None, 0, tuple(0 for _ in spec.limits), 0)
@@ -463,10 +463,11 @@ class Search:
         if node is None:  # the node's cost and peak rules do not depend on the limits
             node = e.derived["node"] = node_from_expansion(spec, e)
         costs: list[int] = [k.cost for k in kids]  # the DP holds int costs
-        cost = node_cost(node, costs, self.target)
+        chains = [k.chain for k in kids]
+        cost = node_cost(node, costs, chains, self.target)
         peak = node_peak(node, [k.peak for k in kids], self.target)
         depth = 1 + max((k.depth for k in kids), default=0)
-        return Decision(e.action, cost, peak, depth)
+        return Decision(e.action, cost, peak, depth, node_chain(node, chains, self.target))
 
     # -------------------------------------------------------------- program rebuild
     def build(self, spec: Spec) -> Impl:
