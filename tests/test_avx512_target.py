@@ -166,7 +166,9 @@ def test_softmax_takes_the_vector_row_kernels_and_matches_numpy_where_the_cpu_ha
 MIXED = [
     # issue 57: avx512 had no cast kernels, so no bf16 matmul had an implementation
     "MatmulAccum(1x2x3x5, (bf16, GL, row_major), (bf16, GL, col_major), (f32, GL, row_major))",
-    "Matmul(1x1x64x16, (f32, GL, row_major), (bf16, GL, [0, 2, 1]), (f32, GL, row_major))",
+    pytest.param(  # ~5 s
+        "Matmul(1x1x64x16, (f32, GL, row_major), (bf16, GL, [0, 2, 1]), (f32, GL, row_major))", marks=pytest.mark.slow
+    ),
     "Matmul(1x1x2x16, (u8, GL, row_major), (i8, GL, row_major), (i16, GL, row_major))",
     "Move(4x64, (bf16, GL, row_major), (f32, L1, row_major))",
     pytest.param(

@@ -136,6 +136,7 @@ def _precompute_then_run(tmp_path: Path, model, name: str) -> None:
     assert c.ok, (c.error, c.tolerance)
 
 
+@pytest.mark.slow  # ~6 s
 def test_a_precomputed_mlp_is_answered_by_its_table(tmp_path):
     _precompute_then_run(tmp_path, mlp(m=2, k=4, hid=8, n=4), "mlp")
 

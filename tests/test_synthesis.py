@@ -120,6 +120,7 @@ def test_more_memory_never_costs_more_and_decision_holds_at_peak(text, data):
     assert fresh.cost == d_big.cost
 
 
+@pytest.mark.slow  # ~7 s
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=SPECS)
 def test_rewrites_leave_canonical_children_never_the_spec_itself(text):
