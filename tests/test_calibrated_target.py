@@ -93,8 +93,8 @@ def test_loop_and_move_overheads_count_only_real_loops_and_copies(tmp_path):
     # Both targets without tgt_carried_trip/2: a chain's least cost is a max, not a sum,
     # so the overheads would not add up where it binds (it is priced by its own test).
     isa = (avx / "isa.lp").read_text()
-    assert "tgt_carried_trip(16, 64)." in isa
-    (tmp_path / "isa.lp").write_text(isa.replace("tgt_carried_trip(16, 64).", ""))
+    assert "tgt_carried_trip(16, 160)." in isa
+    (tmp_path / "isa.lp").write_text(isa.replace("tgt_carried_trip(16, 160).", ""))
     machine = (avx / "machine.lp").read_text().replace("tgt_name(avx2).", "tgt_name(overheads).")
     (tmp_path / "base_m.lp").write_text(machine.replace("tgt_name(overheads).", "tgt_name(no_overheads)."))
     machine = machine.replace("tgt_loop_overhead(0).", "tgt_loop_overhead(7). tgt_move_overhead(l1, 100).")

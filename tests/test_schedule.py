@@ -45,18 +45,18 @@ def test_a_chain_of_sums_into_the_same_registers_costs_its_latency_however_it_is
     """A k loop whose every trip adds into the same register tile waits on the trip
     before: with the loops nested inside it, it costs at least its whole chain times
     tgt_carried_trip's latency (16 on avx2: 4 cycles of two FMA units), less what the CPU
-    overlaps (64), however cheap its body (cost_model.py). Split into two loops of 4 it
-    costs the same as one of 16: the inner loop reports its chain upward (cost.py,
-    node_chain), so nesting cannot hide it. A chain of 4 is all hidden, and Figure 1's
+    overlaps (160, ten sums), however cheap its body (cost_model.py). Split into two loops
+    of 4 it costs the same as one of 16: the inner loop reports its chain upward (cost.py,
+    node_chain), so nesting cannot hide it. A chain of 10 is all hidden, and Figure 1's
     loop moves the output into registers in each trip, so nothing carries over."""
     regs = frozenset({"RF", "VRF"})
     # the output's load and store, 2 each; its line in L1, 2; each FMA of two vectors 5
-    four = _register_tile_k_loop(4, 1)
-    assert four.cost.main == 2 + 2 + 2 + 4 * 5  # 4 * 16 - 64 = 0 < 4 * 5: hidden
+    ten = _register_tile_k_loop(10, 1)
+    assert ten.cost.main == 2 + 2 + 2 + 10 * 5  # 10 * 16 - 160 = 0 < 10 * 5: hidden
     flat = _register_tile_k_loop(16, 1)
     loop = flat.children[1]
     assert isinstance(loop, Loop) and loop.trips == 16 and loop.carries_sum(regs)
-    assert flat.cost.main == 2 + 2 + 2 + 16 * 16 - 64 == 198  # max(16 * 5, 16 * 16 - 64)
+    assert flat.cost.main == 2 + 2 + 2 + 16 * 16 - 160 == 102  # max(16 * 5, 16 * 16 - 160)
     nested = _register_tile_k_loop(16, 4, 1)
     outer = nested.children[1]
     assert outer.trips == 4 and outer.body.trips == 4 and outer.body.cost.chain == 4

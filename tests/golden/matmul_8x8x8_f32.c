@@ -24,264 +24,264 @@ void kernel(const float *restrict lhs, const float *restrict rhs, float *restric
             /* vout: 1x8x8 (f32, VRF, row_major, v8) <- out */
             __m256 vout_0, vout_1, vout_2, vout_3, vout_4, vout_5, vout_6, vout_7;
             vout_0 = _mm256_setzero_ps();
-            vout_1 = _mm256_setzero_ps();
-            vout_2 = _mm256_setzero_ps();
-            vout_3 = _mm256_setzero_ps();
-            vout_4 = _mm256_setzero_ps();
-            vout_5 = _mm256_setzero_ps();
-            vout_6 = _mm256_setzero_ps();
-            vout_7 = _mm256_setzero_ps();
             {
               const __m256 bc = _mm256_broadcast_ss(lhs);
               vout_0 = _mm256_fmadd_ps(bc, vrhs_0, vout_0);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 8));
-              vout_1 = _mm256_fmadd_ps(bc, vrhs_0, vout_1);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 16));
-              vout_2 = _mm256_fmadd_ps(bc, vrhs_0, vout_2);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 24));
-              vout_3 = _mm256_fmadd_ps(bc, vrhs_0, vout_3);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 32));
-              vout_4 = _mm256_fmadd_ps(bc, vrhs_0, vout_4);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 40));
-              vout_5 = _mm256_fmadd_ps(bc, vrhs_0, vout_5);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 48));
-              vout_6 = _mm256_fmadd_ps(bc, vrhs_0, vout_6);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 56));
-              vout_7 = _mm256_fmadd_ps(bc, vrhs_0, vout_7);
             }
             {
               const __m256 bc = _mm256_broadcast_ss((lhs + 1));
               vout_0 = _mm256_fmadd_ps(bc, vrhs_1, vout_0);
             }
             {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 9));
-              vout_1 = _mm256_fmadd_ps(bc, vrhs_1, vout_1);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 17));
-              vout_2 = _mm256_fmadd_ps(bc, vrhs_1, vout_2);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 25));
-              vout_3 = _mm256_fmadd_ps(bc, vrhs_1, vout_3);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 33));
-              vout_4 = _mm256_fmadd_ps(bc, vrhs_1, vout_4);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 41));
-              vout_5 = _mm256_fmadd_ps(bc, vrhs_1, vout_5);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 49));
-              vout_6 = _mm256_fmadd_ps(bc, vrhs_1, vout_6);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 57));
-              vout_7 = _mm256_fmadd_ps(bc, vrhs_1, vout_7);
-            }
-            {
               const __m256 bc = _mm256_broadcast_ss((lhs + 2));
               vout_0 = _mm256_fmadd_ps(bc, vrhs_2, vout_0);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 10));
-              vout_1 = _mm256_fmadd_ps(bc, vrhs_2, vout_1);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 18));
-              vout_2 = _mm256_fmadd_ps(bc, vrhs_2, vout_2);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 26));
-              vout_3 = _mm256_fmadd_ps(bc, vrhs_2, vout_3);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 34));
-              vout_4 = _mm256_fmadd_ps(bc, vrhs_2, vout_4);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 42));
-              vout_5 = _mm256_fmadd_ps(bc, vrhs_2, vout_5);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 50));
-              vout_6 = _mm256_fmadd_ps(bc, vrhs_2, vout_6);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 58));
-              vout_7 = _mm256_fmadd_ps(bc, vrhs_2, vout_7);
             }
             {
               const __m256 bc = _mm256_broadcast_ss((lhs + 3));
               vout_0 = _mm256_fmadd_ps(bc, vrhs_3, vout_0);
             }
             {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 11));
-              vout_1 = _mm256_fmadd_ps(bc, vrhs_3, vout_1);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 19));
-              vout_2 = _mm256_fmadd_ps(bc, vrhs_3, vout_2);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 27));
-              vout_3 = _mm256_fmadd_ps(bc, vrhs_3, vout_3);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 35));
-              vout_4 = _mm256_fmadd_ps(bc, vrhs_3, vout_4);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 43));
-              vout_5 = _mm256_fmadd_ps(bc, vrhs_3, vout_5);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 51));
-              vout_6 = _mm256_fmadd_ps(bc, vrhs_3, vout_6);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 59));
-              vout_7 = _mm256_fmadd_ps(bc, vrhs_3, vout_7);
-            }
-            {
               const __m256 bc = _mm256_broadcast_ss((lhs + 4));
               vout_0 = _mm256_fmadd_ps(bc, vrhs_4, vout_0);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 12));
-              vout_1 = _mm256_fmadd_ps(bc, vrhs_4, vout_1);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 20));
-              vout_2 = _mm256_fmadd_ps(bc, vrhs_4, vout_2);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 28));
-              vout_3 = _mm256_fmadd_ps(bc, vrhs_4, vout_3);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 36));
-              vout_4 = _mm256_fmadd_ps(bc, vrhs_4, vout_4);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 44));
-              vout_5 = _mm256_fmadd_ps(bc, vrhs_4, vout_5);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 52));
-              vout_6 = _mm256_fmadd_ps(bc, vrhs_4, vout_6);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 60));
-              vout_7 = _mm256_fmadd_ps(bc, vrhs_4, vout_7);
             }
             {
               const __m256 bc = _mm256_broadcast_ss((lhs + 5));
               vout_0 = _mm256_fmadd_ps(bc, vrhs_5, vout_0);
             }
             {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 13));
-              vout_1 = _mm256_fmadd_ps(bc, vrhs_5, vout_1);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 21));
-              vout_2 = _mm256_fmadd_ps(bc, vrhs_5, vout_2);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 29));
-              vout_3 = _mm256_fmadd_ps(bc, vrhs_5, vout_3);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 37));
-              vout_4 = _mm256_fmadd_ps(bc, vrhs_5, vout_4);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 45));
-              vout_5 = _mm256_fmadd_ps(bc, vrhs_5, vout_5);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 53));
-              vout_6 = _mm256_fmadd_ps(bc, vrhs_5, vout_6);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 61));
-              vout_7 = _mm256_fmadd_ps(bc, vrhs_5, vout_7);
-            }
-            {
               const __m256 bc = _mm256_broadcast_ss((lhs + 6));
               vout_0 = _mm256_fmadd_ps(bc, vrhs_6, vout_0);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 7));
+              vout_0 = _mm256_fmadd_ps(bc, vrhs_7, vout_0);
+            }
+            vout_1 = _mm256_setzero_ps();
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 8));
+              vout_1 = _mm256_fmadd_ps(bc, vrhs_0, vout_1);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 9));
+              vout_1 = _mm256_fmadd_ps(bc, vrhs_1, vout_1);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 10));
+              vout_1 = _mm256_fmadd_ps(bc, vrhs_2, vout_1);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 11));
+              vout_1 = _mm256_fmadd_ps(bc, vrhs_3, vout_1);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 12));
+              vout_1 = _mm256_fmadd_ps(bc, vrhs_4, vout_1);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 13));
+              vout_1 = _mm256_fmadd_ps(bc, vrhs_5, vout_1);
             }
             {
               const __m256 bc = _mm256_broadcast_ss((lhs + 14));
               vout_1 = _mm256_fmadd_ps(bc, vrhs_6, vout_1);
             }
             {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 15));
+              vout_1 = _mm256_fmadd_ps(bc, vrhs_7, vout_1);
+            }
+            vout_2 = _mm256_setzero_ps();
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 16));
+              vout_2 = _mm256_fmadd_ps(bc, vrhs_0, vout_2);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 17));
+              vout_2 = _mm256_fmadd_ps(bc, vrhs_1, vout_2);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 18));
+              vout_2 = _mm256_fmadd_ps(bc, vrhs_2, vout_2);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 19));
+              vout_2 = _mm256_fmadd_ps(bc, vrhs_3, vout_2);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 20));
+              vout_2 = _mm256_fmadd_ps(bc, vrhs_4, vout_2);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 21));
+              vout_2 = _mm256_fmadd_ps(bc, vrhs_5, vout_2);
+            }
+            {
               const __m256 bc = _mm256_broadcast_ss((lhs + 22));
               vout_2 = _mm256_fmadd_ps(bc, vrhs_6, vout_2);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 23));
+              vout_2 = _mm256_fmadd_ps(bc, vrhs_7, vout_2);
+            }
+            vout_3 = _mm256_setzero_ps();
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 24));
+              vout_3 = _mm256_fmadd_ps(bc, vrhs_0, vout_3);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 25));
+              vout_3 = _mm256_fmadd_ps(bc, vrhs_1, vout_3);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 26));
+              vout_3 = _mm256_fmadd_ps(bc, vrhs_2, vout_3);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 27));
+              vout_3 = _mm256_fmadd_ps(bc, vrhs_3, vout_3);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 28));
+              vout_3 = _mm256_fmadd_ps(bc, vrhs_4, vout_3);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 29));
+              vout_3 = _mm256_fmadd_ps(bc, vrhs_5, vout_3);
             }
             {
               const __m256 bc = _mm256_broadcast_ss((lhs + 30));
               vout_3 = _mm256_fmadd_ps(bc, vrhs_6, vout_3);
             }
             {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 31));
+              vout_3 = _mm256_fmadd_ps(bc, vrhs_7, vout_3);
+            }
+            vout_4 = _mm256_setzero_ps();
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 32));
+              vout_4 = _mm256_fmadd_ps(bc, vrhs_0, vout_4);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 33));
+              vout_4 = _mm256_fmadd_ps(bc, vrhs_1, vout_4);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 34));
+              vout_4 = _mm256_fmadd_ps(bc, vrhs_2, vout_4);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 35));
+              vout_4 = _mm256_fmadd_ps(bc, vrhs_3, vout_4);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 36));
+              vout_4 = _mm256_fmadd_ps(bc, vrhs_4, vout_4);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 37));
+              vout_4 = _mm256_fmadd_ps(bc, vrhs_5, vout_4);
+            }
+            {
               const __m256 bc = _mm256_broadcast_ss((lhs + 38));
               vout_4 = _mm256_fmadd_ps(bc, vrhs_6, vout_4);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 39));
+              vout_4 = _mm256_fmadd_ps(bc, vrhs_7, vout_4);
+            }
+            vout_5 = _mm256_setzero_ps();
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 40));
+              vout_5 = _mm256_fmadd_ps(bc, vrhs_0, vout_5);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 41));
+              vout_5 = _mm256_fmadd_ps(bc, vrhs_1, vout_5);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 42));
+              vout_5 = _mm256_fmadd_ps(bc, vrhs_2, vout_5);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 43));
+              vout_5 = _mm256_fmadd_ps(bc, vrhs_3, vout_5);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 44));
+              vout_5 = _mm256_fmadd_ps(bc, vrhs_4, vout_5);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 45));
+              vout_5 = _mm256_fmadd_ps(bc, vrhs_5, vout_5);
             }
             {
               const __m256 bc = _mm256_broadcast_ss((lhs + 46));
               vout_5 = _mm256_fmadd_ps(bc, vrhs_6, vout_5);
             }
             {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 47));
+              vout_5 = _mm256_fmadd_ps(bc, vrhs_7, vout_5);
+            }
+            vout_6 = _mm256_setzero_ps();
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 48));
+              vout_6 = _mm256_fmadd_ps(bc, vrhs_0, vout_6);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 49));
+              vout_6 = _mm256_fmadd_ps(bc, vrhs_1, vout_6);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 50));
+              vout_6 = _mm256_fmadd_ps(bc, vrhs_2, vout_6);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 51));
+              vout_6 = _mm256_fmadd_ps(bc, vrhs_3, vout_6);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 52));
+              vout_6 = _mm256_fmadd_ps(bc, vrhs_4, vout_6);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 53));
+              vout_6 = _mm256_fmadd_ps(bc, vrhs_5, vout_6);
+            }
+            {
               const __m256 bc = _mm256_broadcast_ss((lhs + 54));
               vout_6 = _mm256_fmadd_ps(bc, vrhs_6, vout_6);
             }
             {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 62));
-              vout_7 = _mm256_fmadd_ps(bc, vrhs_6, vout_7);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 7));
-              vout_0 = _mm256_fmadd_ps(bc, vrhs_7, vout_0);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 15));
-              vout_1 = _mm256_fmadd_ps(bc, vrhs_7, vout_1);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 23));
-              vout_2 = _mm256_fmadd_ps(bc, vrhs_7, vout_2);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 31));
-              vout_3 = _mm256_fmadd_ps(bc, vrhs_7, vout_3);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 39));
-              vout_4 = _mm256_fmadd_ps(bc, vrhs_7, vout_4);
-            }
-            {
-              const __m256 bc = _mm256_broadcast_ss((lhs + 47));
-              vout_5 = _mm256_fmadd_ps(bc, vrhs_7, vout_5);
-            }
-            {
               const __m256 bc = _mm256_broadcast_ss((lhs + 55));
               vout_6 = _mm256_fmadd_ps(bc, vrhs_7, vout_6);
+            }
+            vout_7 = _mm256_setzero_ps();
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 56));
+              vout_7 = _mm256_fmadd_ps(bc, vrhs_0, vout_7);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 57));
+              vout_7 = _mm256_fmadd_ps(bc, vrhs_1, vout_7);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 58));
+              vout_7 = _mm256_fmadd_ps(bc, vrhs_2, vout_7);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 59));
+              vout_7 = _mm256_fmadd_ps(bc, vrhs_3, vout_7);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 60));
+              vout_7 = _mm256_fmadd_ps(bc, vrhs_4, vout_7);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 61));
+              vout_7 = _mm256_fmadd_ps(bc, vrhs_5, vout_7);
+            }
+            {
+              const __m256 bc = _mm256_broadcast_ss((lhs + 62));
+              vout_7 = _mm256_fmadd_ps(bc, vrhs_6, vout_7);
             }
             {
               const __m256 bc = _mm256_broadcast_ss((lhs + 63));
