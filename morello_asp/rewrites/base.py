@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from morello_asp.cost_model import pow2ceil
+from morello_asp.cost_model import CostModel, pow2ceil
 from morello_asp.rewrites.action import Action
 
 if TYPE_CHECKING:
@@ -111,6 +111,13 @@ class Rewrite(ABC):
         """The least the node costs whatever its children cost, from the chains of sums
         they leave open (the cost model's carried chain): none by default."""
         return 0
+
+    def carried_floor(self, node: Impl, child_chains: list[int], target: Target) -> int:
+        """cost_floor for a family whose node may add into the same registers each step
+        (its `carries_sum`: ir.Loop, ir.FilterLoop): the latency of the chain it runs."""
+        if not node.carries_sum(target.register_levels):  # type: ignore[attr-defined]
+            return 0
+        return CostModel.of(target).carried_floor(self.chain(node, child_chains, target))
 
     def allocations(self, node: Impl, target: Target) -> list[tuple[int, int]]:
         """(level index, units) of each buffer the node allocates for its children's

@@ -104,7 +104,7 @@ class Move(Rewrite):
         them ends inside the move, and a loop around it runs independent tiles."""
         if node.operand in node.spec.outputs and node.new.level in target.register_levels:
             return 0
-        return max(child_chains, default=0)
+        return super().chain(node, child_chains, target)
 
     def allocations(self, node, target):
         return [(target.level(node.new.level).index, alloc_units(node, target))]

@@ -26,7 +26,6 @@ from dataclasses import replace
 from typing import Any
 
 from morello_asp.codegen.simplify import VarRange
-from morello_asp.cost_model import CostModel
 from morello_asp.errors import CodegenError
 from morello_asp.expr import Const, Expr, Var
 from morello_asp.ir import FilterLoop
@@ -128,9 +127,7 @@ class SpatialSplit(Rewrite):
         return child_chains[0]
 
     def cost_floor(self, node, child_chains, target):
-        if not node.carries_sum(target.register_levels):
-            return 0
-        return CostModel.of(target).carried_floor(self.chain(node, child_chains, target))
+        return self.carried_floor(node, child_chains, target)
 
     def list_node(self, node, args, depth, out):
         names, binds = out.views("s", args, node.body.spec)

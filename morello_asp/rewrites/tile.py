@@ -95,9 +95,7 @@ class Tile(Rewrite):
         return max(child_chains, default=0)
 
     def cost_floor(self, node, child_chains, target):
-        if not node.carries_sum(target.register_levels):
-            return 0
-        return CostModel.of(target).carried_floor(self.chain(node, child_chains, target))
+        return self.carried_floor(node, child_chains, target)
 
     def list_node(self, node, args, depth, out):
         tiles, binds = out.views("t", args, node.body.spec)
