@@ -272,6 +272,11 @@ def load_target_file(entry: Path, extra: tuple[Path, ...] = ()) -> Target:
         if str(lv).upper() not in names or not isinstance(c, int) or c < 0:
             raise TargetError(f"target {entry}: bad tgt_move_overhead({lv}, {c}): needs a level and a cost >= 0")
         move_overhead[str(lv).upper()] = c
+    carried = one("tgt_carried_trip") if "tgt_carried_trip" in atoms else (0, 0)
+    if not all(isinstance(x, int) and x >= 0 for x in carried):
+        raise TargetError(
+            f"target {entry}: bad tgt_carried_trip{tuple(carried)}: needs a latency and a hidden cost >= 0"
+        )
     kernel_c = {}
     for k, dt, c in atoms.get("tgt_kernel_c", []):
         kernel_c[(str(k), str(dt))] = c
@@ -286,8 +291,8 @@ def load_target_file(entry: Path, extra: tuple[Path, ...] = ()) -> Target:
         parallel_per_iter=per_iter,
         move_dests=frozenset((str(a).upper(), str(b).upper()) for a, b in atoms.get("tgt_move_dest", [])),
         loop_per_iter=one("tgt_loop_overhead")[0] if "tgt_loop_overhead" in atoms else 0,
-        carried_trip=one("tgt_carried_trip")[0] if "tgt_carried_trip" in atoms else 0,
-        carried_hidden=one("tgt_carried_trip")[1] if "tgt_carried_trip" in atoms else 0,
+        carried_trip=carried[0],
+        carried_hidden=carried[1],
         move_overhead=move_overhead,
         kernel_c=kernel_c,
     )

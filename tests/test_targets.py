@@ -14,6 +14,7 @@ from morello_asp.codegen.api import compile_impl
 from morello_asp.codegen.ctarget import cpu_flags, get_ctarget
 from morello_asp.errors import CodegenError, TargetError
 from morello_asp.synthesis import synthesize
+from morello_asp.target import get_target
 
 
 def test_avx2_declares_its_compiler_run_mode_and_cpu_flags():
@@ -39,6 +40,17 @@ def test_bad_run_mode_is_a_target_error(tmp_path):
     extra.write_text("tgt_run_mode(sideways).\n")
     with pytest.raises(TargetError, match="tgt_run_mode"):
         get_ctarget("avx2", (str(extra),))
+
+
+def test_a_malformed_carried_trip_is_a_target_error(tmp_path):
+    """tgt_carried_trip/2 takes two costs >= 0; anything else is refused by name when the
+    target loads, not met as a type error in the middle of a search."""
+    extra = tmp_path / "carried.lp"
+    extra.write_text('tgt_carried_trip("x", 160).\n')
+    with pytest.raises(TargetError, match=r"bad tgt_carried_trip\('x', 160\)"):
+        get_target("scalar", (str(extra),))
+    extra.write_text("tgt_carried_trip(16, 160).\n")
+    assert get_target("scalar", (str(extra),)).carried_trip == 16
 
 
 def test_cpu_flags_are_read_from_proc_cpuinfo():
