@@ -17,6 +17,7 @@ from morello_asp.errors import ScheduleError
 from morello_asp.solver.memo.table import DictMemo
 from morello_asp.solver.proofs.verify import verify
 from morello_asp.solver.search.dp import Search
+from morello_asp.solver.search.engine import get_engine
 from morello_asp.synthesis import synthesize
 
 SPECS = [
@@ -195,7 +196,6 @@ def test_the_l2_holds_only_packed_copies():
     packed panels only (tgt_level_copies_only/1, rules/copy_levels.lp): a cache move of a
     view into it is not offered, a packing move is (of a view too large for L1: one that
     fits there is copied there), and a program through it runs."""
-    from morello_asp.solver.search.engine import get_engine
 
     def into_l2(text):
         spec = parse_spec(text, "avx512")
@@ -211,6 +211,26 @@ def test_the_l2_holds_only_packed_copies():
     partial = small.to_accum().subschedule([1], lambda a: a.move_param(1, "L2", "[0, 2, 1, 2 p(16)]"))
     impl = Search(get_engine("avx512"), DictMemo()).complete(partial)
     assert impl.cost.peak[3] > 0 and "L2, [0, 2, 1, 2 p(16)]" in str(impl)
+    assert verify(impl).ok
+    check_where_the_cpu_can(impl, ": the program is synthesized and proved, not run")
+
+
+def test_a_register_block_loads_its_row_of_b_straight_from_the_l2_panel():
+    """A vector load may read an L2 panel (tgt_move_dest(l2, vrf) in avx512/machine.lp):
+    a register block keeps its sums over all of the panel's k and loads each row of B
+    from the panel, with no move of B's rows into L1 between (docs/default_matmul.md,
+    "Loads from L2"). The program is proved, and run against numpy where the CPU can."""
+    packed = "[0, 2, 1, 2 p(16)]"
+    spec = parse_spec("Matmul(4x128x160, f32)", "avx512")  # B: 1,280 lines, more than L1
+
+    def block(a):
+        t = a.move_param(1, "L2", packed).tile([1, 4, 128, 16])
+        t = t.move_param(2, "L1").move_param(2, "VRF", vector_size=16).split(1)
+        return t.move_param(1, "VRF", packed, vector_size=16)  # from the L2 panel
+
+    impl = Search(get_engine("avx512"), DictMemo()).complete(spec.to_accum().subschedule([1], block))
+    loads = [line for line in str(impl).splitlines() if "VRF, [0, 2, 1, 2 p(16)], v16) ←" in line]
+    assert loads and "L2" in str(impl) and impl.cost.peak[3] > 0
     assert verify(impl).ok
     check_where_the_cpu_can(impl, ": the program is synthesized and proved, not run")
 
