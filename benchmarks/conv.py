@@ -21,9 +21,12 @@ torch.nn.functional.conv2d(stride, padding, groups) on the same channels-last te
 before they are timed (against the numpy reference when torch is absent, with no torch
 column); a padded layer's program runs over the zero-bordered image (docs/convolutions.md,
 "Padding"): `C loop` times it on that buffer (as a graph runtime whose producer writes
-the interior would run it), `call` through `fn.padded(p)` from Python on the unpadded
-image (numpy's channels-last view of torch's tensor's memory; its copy into the bordered
-buffer included), beside torch's call.
+the interior would run it), `call` from Python on the unpadded image (numpy's
+channels-last view of torch's tensor's memory) through `compile_padded` (morello_asp/
+padded.py), beside torch's call. Where the image is large (at least 256 KiB) that call is
+the padded spec cut into regions, each searched in the same table ("regions (N)": the
+interior over the caller's image and output, no copy; `synth s` includes their search);
+else the bordered program with its copy of the image ("bordered copy").
 
 The default target is native (this machine's), and the baselines run at the full ISA
 of the CPU, as a user's would (benchmarks/host.py). `--hold-back` keeps the variables
@@ -71,6 +74,7 @@ import numpy as np  # noqa: E402
 from morello_asp import parse_spec  # noqa: E402
 from morello_asp.codegen.baseline import time_python  # noqa: E402
 from morello_asp.guides import guided, hand_rewrites  # noqa: E402
+from morello_asp.padded import compile_padded  # noqa: E402
 from morello_asp.synthesis import synthesize, synthesize_all  # noqa: E402
 from morello_asp.target import as_target  # noqa: E402
 
@@ -308,12 +312,13 @@ def run(layers, db, rounds, log=print, target: str | None = None) -> list[Row]:
 @dataclass
 class NetRow:
     layer: Layer
-    synth_s: float
+    synth_s: float  # the layer's spec and, for a split padded call, its regions' specs
     gflops: float  # the C loop, on the bordered image
     call: float  # GFLOP/s through fn.padded (or fn) from Python on the unpadded image (numpy)
     torch: float | None
     vs_torch: float | None  # median over rounds of C loop / torch, measured back to back
     vs_torch_call: float | None  # ... of call / torch
+    how: str = "-"  # how a padded call pads: "regions (N)" (no copy) or "bordered copy"
 
 
 def torch_case(layer: Layer, torch):
@@ -334,7 +339,7 @@ def torch_case(layer: Layer, torch):
         filt = np.ascontiguousarray(wt[:, 0].transpose(1, 2, 0)).transpose(2, 0, 1)  # [1, 2, 0]
     else:
         filt = np.ascontiguousarray(wt.transpose(2, 3, 1, 0)).transpose(3, 2, 0, 1)  # [2, 3, 1, 0]
-    hi = layer.image - n - p  # zeros after the input; < 0: the last rows are read by no output
+    hi = zeros_after(layer)
     # ours is called on numpy's view of the same memory (what a numpy user passes; a torch
     # tensor would first go through np.asarray on every call)
     nx = x.transpose(0, 3, 1, 2)
@@ -342,21 +347,44 @@ def torch_case(layer: Layer, torch):
     return (tx, tw, groups), want, img, filt, max(hi, 0)
 
 
-def time_network_layer(fn, layer: Layer, rounds: int):
+def zeros_after(layer: Layer) -> int:
+    """Zeros after torch's input along h and w; < 0: its last rows are read by no output."""
+    return layer.image - layer.torch_input - layer.pad
+
+
+def padded_call(fn, layer: Layer, db, target: str | None):
+    """What a user calls on torch's unpadded input: the program itself, or (padded)
+    compile_padded's call (the padded spec cut into regions, no copy of the image, where
+    the image is large; else the bordered copy), its regions searched in `db`: (the call,
+    seconds of search and compiling, how it pads)."""
+    p, hi = layer.pad, max(zeros_after(layer), 0)
+    if not p and not hi:
+        return fn, 0.0, "-"
+    t0 = time.perf_counter()
+    call = compile_padded(fn.spec, [(p, hi), (p, hi)], target=target, db=db)
+    parts = getattr(call, "parts", None)
+    how = f"regions ({len(parts)})" if parts else "bordered copy"
+    return call, time.perf_counter() - t0, how
+
+
+def time_network_layer(fn, layer: Layer, rounds: int, call=None):
     """Check the program against torch (or numpy's reference without torch), then time
-    it in rounds: (C loop, call, torch GFLOP/s, C loop / torch, call / torch)."""
+    it in rounds: (C loop, call, torch GFLOP/s, C loop / torch, call / torch). `call`:
+    what a user calls on the unpadded input (padded_call); fn itself if None."""
     torch = _torch()
     p = layer.pad
+    call = call or fn
     if torch is None:
-        call = fn.padded(p) if p else fn
         err, tol = call.check(seed=1)
         if not err <= tol:
             raise SystemExit(f"{layer.name}: differs from the reference by {err:.3g} (> {tol:.3g})")
         ours = [layer.flops / fn.benchmark(reps=3, min_time=0.05).seconds / 1e9 for _ in range(rounds)]
         return statistics.median(ours), 0.0, None, None, None
     (tx, tw, groups), want, img, filt, hi = torch_case(layer, torch)
-    padded = fn.padded([(p, hi), (p, hi)]) if p or hi else None
-    run = (lambda: padded(img, filt)) if padded else (lambda: fn(img, filt))
+
+    def run():
+        return call(img, filt)
+
     got = run()
     _, _, c, _, _, fh, fw = layer.channels
     if not np.allclose(got, want, rtol=1e-3, atol=1e-4 * (1 if layer.depthwise else c) * fh * fw):
@@ -388,12 +416,14 @@ def network_row(layer: Layer, db, rounds: int, log, target: str | None) -> NetRo
     """One layer of a network suite: synthesized, checked, then timed beside torch."""
     log(f"[{layer.name}] synthesizing ...")
     fn, _, secs = checked(layer, db, target)
-    g, gc, t, v1, v2 = time_network_layer(fn, layer, rounds)
+    call, split_s, how = padded_call(fn, layer, db, target)
+    secs += split_s
+    g, gc, t, v1, v2 = time_network_layer(fn, layer, rounds, call)
     log(
-        f"[{layer.name}] synthesis {secs:.0f} s, {g:.1f} GFLOP/s (call {gc:.1f}), torch {t or '-'}"
+        f"[{layer.name}] synthesis {secs:.0f} s, {g:.1f} GFLOP/s (call {gc:.1f}, {how}), torch {t or '-'}"
         + (f", C loop / torch {v1:.2f}, call / torch {v2:.2f}" if v1 and v2 else "")
     )
-    return NetRow(layer, secs, g, gc, t, v1, v2)
+    return NetRow(layer, secs, g, gc, t, v1, v2, how)
 
 
 def print_network_table(rows: list[NetRow], suite: str, target: str | None = None) -> None:
@@ -402,15 +432,15 @@ def print_network_table(rows: list[NetRow], suite: str, target: str | None = Non
         f"(no guide, one memo table), {title(target)}; {libraries()}; load {os.getloadavg()[0]:.1f}"
     )
     print(
-        "| layer (kind, shape, padding) | synth s | GFLOP/s (C loop) | GFLOP/s (call) | torch "
+        "| layer (kind, shape, padding) | synth s | GFLOP/s (C loop) | GFLOP/s (call) | padded call | torch "
         "| C loop / torch | call / torch |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         tor = f"{r.torch:.1f}" if r.torch else "-"
         v1 = f"{r.vs_torch:.2f}" if r.vs_torch else "-"
         v2 = f"{r.vs_torch_call:.2f}" if r.vs_torch_call else "-"
-        print(f"| {r.layer.name} | {r.synth_s:.0f} | {r.gflops:.1f} | {r.call:.1f} | {tor} | {v1} | {v2} |")
+        print(f"| {r.layer.name} | {r.synth_s:.0f} | {r.gflops:.1f} | {r.call:.1f} | {r.how} | {tor} | {v1} | {v2} |")
     if rows and all(r.vs_torch and r.vs_torch_call for r in rows):
         for label, pick in (("C loop", lambda r: r.vs_torch), ("call", lambda r: r.vs_torch_call)):
             vals = [pick(r) for r in rows]

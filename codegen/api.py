@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from math import prod
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from morello_asp.codegen.calling import (  # noqa: F401 (per_call: this module's
     loadable,
     per_call,
 )
-from morello_asp.codegen.convert import aligned_array, dense_order, from_buffer, to_buffer
+from morello_asp.codegen.convert import aligned_array, aligned_empty, dense_order, from_buffer, in_order, to_buffer
 from morello_asp.codegen.ctarget import CTarget
 from morello_asp.codegen.emit import (
     bench_function,
@@ -42,6 +43,7 @@ from morello_asp.codegen.emit import (
 from morello_asp.codegen.emitter import inputs_of, param_names
 from morello_asp.codegen.reference import flops, max_error  # noqa: F401 (max_error: this module's public name too)
 from morello_asp.codegen.standalone import StandaloneProgram
+from morello_asp.codegen.views import check_buffer_shapes, element_strides
 from morello_asp.errors import CodegenError
 from morello_asp.ir import Impl
 from morello_asp.spec import Spec
@@ -60,6 +62,8 @@ class OperandPlan:
     direct: bool  # row-major buffer: a C-contiguous array is the buffer itself
     order: tuple[int, ...] | None  # the buffer is arr.transpose(order) in C order (None: packed)
     read: bool  # an output the program accumulates into (so a fresh one is zeroed)
+    # the shape of the array the operand is a region of (codegen/views.py); None: its own
+    bshape: tuple[int, ...] | None = None
 
     def full(self, a) -> np.ndarray | None:
         """`a` in the operand's shape (a batch 1 added: a view) if it is an ndarray of
@@ -70,9 +74,16 @@ class OperandPlan:
 
     def lies(self, t: np.ndarray) -> bool:
         """Array t (the operand's shape) is the operand's buffer as it is: dense in the
-        layout's order, aligned to its element."""
+        layout's order (for a region, strided as its array), aligned to its element."""
         assert self.order is not None
-        return t.transpose(self.order).flags.c_contiguous and t.flags.aligned
+        if self.bshape is None:
+            return t.transpose(self.order).flags.c_contiguous and t.flags.aligned
+        want = element_strides(self.bshape, self.order)
+        return t.flags.aligned and all(n == 1 or st == w * t.itemsize for n, st, w in zip(t.shape, t.strides, want))
+
+    def entry(self) -> tuple:
+        """What fastcall.c's plan reads of this operand."""
+        return (self.index, self.dtype, self.shape, self.read, self.order, self.bshape or self.shape)
 
 
 class Program(Callable):
@@ -85,12 +96,15 @@ class Program(Callable):
     layout are copied: a strided slice, a layout that packs (copied in and out through
     convert.py), or an input that overlaps an output (the parameters are restrict)."""
 
-    def __init__(self, impl: Impl, ct: CTarget | None = None, _built=None):
+    def __init__(self, impl: Impl, ct: CTarget | None = None, _built=None, buffer_shapes=None):
         self.impl = impl
         self.spec: Spec = impl.spec
+        # operands that are regions of larger arrays (codegen/views.py): a call takes
+        # views strided as those arrays are
+        self.buffer_shapes = check_buffer_shapes(self.spec, buffer_shapes)
         if _built is None:
             ct = loadable(ct or resolve(impl))
-            self.source, self.openmp = generate(impl, ct)
+            self.source, self.openmp = generate(impl, ct, self.buffer_shapes)
             _built = (
                 build(self.source, cdefs(self.spec, "kernel"), ct.flags, self.openmp, cc=ct.compiler_command),
                 "kernel",
@@ -105,7 +119,7 @@ class Program(Callable):
         reads = set(inputs_of(spec))
         plans = []
         for i, (ts, shape) in enumerate(zip(spec.operands, spec.operand_shapes)):
-            order = dense_order(ts.layout, tuple(shape))
+            order = dense_order(ts.layout, tuple(self.buffer_shapes.get(i, shape)))  # a region: its array's
             plans.append(
                 OperandPlan(
                     i,
@@ -115,6 +129,7 @@ class Program(Callable):
                     order == tuple(range(len(shape))),
                     order,
                     i in spec.outputs and i in reads,
+                    self.buffer_shapes.get(i),
                 )
             )
         self._plans = plans
@@ -126,12 +141,8 @@ class Program(Callable):
         self._addr: int | None = None
         if fast is not None:
             self._addr = addr = int(self.module.ffi.cast("uintptr_t", self.module.ffi.addressof(lib, fname + "_call")))
-
-            def entry(p: OperandPlan):
-                return (p.index, p.dtype, p.shape, p.read, p.order)
-
             self._fast = fast.plan(
-                addr, len(plans), tuple(map(entry, self._in_plans)), tuple(map(entry, self._out_plans))
+                addr, len(plans), tuple(p.entry() for p in self._in_plans), tuple(p.entry() for p in self._out_plans)
             )
 
     def __call__(self, *args, out=None):
@@ -223,6 +234,10 @@ class Program(Callable):
 
     def _new_output(self, o: int) -> np.ndarray:
         p = self._plans[o]
+        if p.bshape is not None:  # a region: the corner of a new array of its array's shape
+            assert p.order is not None
+            whole = aligned_array(p.bshape, p.dtype, zero=p.read, order=p.order)
+            return whole[tuple(slice(0, n) for n in p.shape)]
         if p.order is None or p.direct:
             return super()._new_output(o)
         # in buffer order, seen in logical order: the program writes it where it lies
@@ -232,6 +247,12 @@ class Program(Callable):
         """Operand i's buffer: the array's own memory when it lies in the operand's
         layout, else a copy in that layout (a strided slice, a packing layout)."""
         p = self._plans[i]
+        if p.bshape is not None:
+            if p.lies(a):
+                return a
+            kept = self._new_output(i)  # a region of an array of the right strides
+            kept[...] = a
+            return kept
         if p.order is not None:
             t = a if p.direct else a.transpose(p.order)
             if t.flags.c_contiguous and t.flags.aligned:
@@ -249,16 +270,20 @@ class Program(Callable):
         if code == 1:  # an input overlaps an output: the program reads a copy of it
             for i in range(len(bufs)):
                 if i not in spec.outputs and any(np.may_share_memory(bufs[i], bufs[o]) for o in spec.outputs):
-                    bufs[i] = bufs[i].copy()
+                    bufs[i] = self._buffer(i, bufs[i].copy()) if i in self.buffer_shapes else bufs[i].copy()
             self._call_on(bufs)
         for o in spec.outputs:
-            if not np.shares_memory(bufs[o], arrays[o]):
+            if o in self.buffer_shapes:
+                if bufs[o] is not arrays[o]:
+                    arrays[o][...] = bufs[o]
+            elif not np.shares_memory(bufs[o], arrays[o]):
                 from_buffer(bufs[o].reshape(-1), spec.operands[o].layout, spec.operand_shapes[o], out=arrays[o])
 
     def _call_on(self, bufs: list[np.ndarray]) -> int:
-        fb = self._from_buffer
-        keep = [fb(b) for b in bufs]  # alive until the call returns
-        return self._call(self.module.ffi.new("void *[]", keep))
+        fb, ffi = self._from_buffer, self.module.ffi
+        # alive until the call returns; a region (strided) by its first value's address
+        keep = [ffi.cast("void *", b.ctypes.data) if i in self.buffer_shapes else fb(b) for i, b in enumerate(bufs)]
+        return self._call(ffi.new("void *[]", keep))
 
     def _ptrs(self, bufs):
         ffi = self.module.ffi
@@ -282,10 +307,16 @@ class Program(Callable):
         spec = self.spec
         if not 0 <= shift <= 64 or any(shift % ts.dtype.nbytes for ts in spec.operands):
             raise CodegenError(f"shift={shift}: bytes from 0 to 64, a multiple of every operand's element size")
-        bufs = [
-            to_buffer(a, ts.layout, s)
-            for a, ts, s in zip(bench_operands(spec, seed), spec.operands, spec.operand_shapes)
-        ]
+        bufs = []
+        for i, (a, ts, s) in enumerate(zip(bench_operands(spec, seed), spec.operands, spec.operand_shapes)):
+            if i in self.buffer_shapes:  # a region at the corner of an array of its array's shape
+                p = self._plans[i]
+                assert p.order is not None and p.bshape is not None
+                flat = aligned_empty(prod(p.bshape), p.dtype, zero=True)
+                in_order(flat, p.bshape, p.order)[tuple(slice(0, n) for n in s)] = a
+                bufs.append(flat)
+                continue
+            bufs.append(to_buffer(a, ts.layout, s))
         times = self.module.ffi.new("double[]", max(reps, 1))
         iters = self._bench(*self._ptrs(bufs), warmup, reps, min_time, times, shift)
         if iters < 0:
@@ -300,13 +331,20 @@ def cdefs(spec: Spec, fname: str) -> str:
     return ";\n".join([signature(spec, fname), call_signature(spec, fname), bench_signature(spec, fname)]) + ";"
 
 
-def compile_impl(impl: Impl, target: str | Target | None = None, rules=()) -> Program | StandaloneProgram:
+def compile_impl(
+    impl: Impl, target: str | Target | None = None, rules=(), buffer_shapes=None
+) -> Program | StandaloneProgram:
     """The program, loaded in this process or, for targets whose programs run standalone
-    (tgt_run_mode(standalone) or an emulator), as an executable with the same calls."""
+    (tgt_run_mode(standalone) or an emulator), as an executable with the same calls.
+    `buffer_shapes`: operands that are regions of larger arrays (codegen/views.py)."""
     ct = resolve(impl, target, rules)
     if ct.run_mode == "standalone" or ct.emulator:
+        if check_buffer_shapes(impl.spec, buffer_shapes):
+            raise CodegenError(
+                f"{impl.spec.short()}: standalone programs take whole arrays, not regions of larger ones"
+            )
         return StandaloneProgram(impl, ct)
-    return Program(impl, ct)
+    return Program(impl, ct, buffer_shapes=buffer_shapes)
 
 
 def compile_many(impls: list[Impl], target: str | Target | None = None, rules=()) -> list[Program]:

@@ -8,6 +8,7 @@ import re
 
 from morello_asp.codegen.ctarget import CTarget, get_ctarget
 from morello_asp.codegen.emitter import Emitter, inputs_of, param_names, parameter_views
+from morello_asp.codegen.views import check_buffer_shapes, span
 from morello_asp.errors import CodegenError
 from morello_asp.ir import Impl
 from morello_asp.rewrites import for_node
@@ -37,15 +38,18 @@ def signature(spec: Spec, fname: str) -> str:
     return f"void {fname}({', '.join(params)})"
 
 
-def emit_function(impl: Impl, fname: str, ct: CTarget) -> tuple[str, bool]:
-    """C text of one function computing `impl` on buffers in the operands' layouts,
+def emit_function(
+    impl: Impl, fname: str, ct: CTarget, buffer_shapes: dict[int, tuple[int, ...]] | None = None
+) -> tuple[str, bool]:
+    """C text of one function computing `impl` on buffers in the operands' layouts
+    (`buffer_shapes`: operands that are regions of larger arrays, codegen/views.py),
     and whether it needs OpenMP."""
     if not impl.is_complete:
         path, hole = impl.holes()[0]
         raise CodegenError(f"the program is incomplete: open spec at child path {list(path)}: {hole.spec}")
     em = Emitter(ct, for_node)
     spec = impl.spec
-    views, pre, post = parameter_views(em, spec)
+    views, pre, post = parameter_views(em, spec, check_buffer_shapes(spec, buffer_shapes))
     for line in pre:
         em.out(line)
     em.emit(impl, views)
@@ -77,11 +81,13 @@ def resolve(impl: Impl, target: str | Target | None = None, rules=()) -> CTarget
     return get_ctarget(target or impl.spec.target, rules)
 
 
-def generate(impl: Impl, ct: CTarget) -> tuple[str, bool]:
+def generate(impl: Impl, ct: CTarget, buffer_shapes: dict[int, tuple[int, ...]] | None = None) -> tuple[str, bool]:
     """Readable C for `impl` (prelude, the program function `kernel`, its entry from
-    Python `kernel_call` and its timing loop `kernel_bench`) and whether it needs OpenMP."""
-    body, omp = emit_function(impl, "kernel", ct)
-    parts = [body, call_function(impl.spec, "kernel"), bench_function(impl.spec, "kernel")]
+    Python `kernel_call` and its timing loop `kernel_bench`) and whether it needs OpenMP.
+    `buffer_shapes`: operands that are regions of larger arrays (codegen/views.py)."""
+    body, omp = emit_function(impl, "kernel", ct, buffer_shapes)
+    spans = spans_of(impl.spec, buffer_shapes)
+    parts = [body, call_function(impl.spec, "kernel", spans), bench_function(impl.spec, "kernel", spans)]
     return "\n".join(prelude(ct)) + "\n\n" + "\n\n".join(parts) + "\n", omp
 
 
@@ -89,7 +95,13 @@ def call_signature(spec: Spec, fname: str = "kernel") -> str:
     return f"int {fname}_call(void **p)"
 
 
-def call_function(spec: Spec, fname: str = "kernel") -> str:
+def spans_of(spec: Spec, buffer_shapes: dict[int, tuple[int, ...]] | None = None) -> list[int]:
+    """Per operand, the values from its first to its last, one past (codegen/views.py)."""
+    shapes = check_buffer_shapes(spec, buffer_shapes)
+    return [span(spec, i, shapes.get(i)) for i in range(len(spec.operands))]
+
+
+def call_function(spec: Spec, fname: str = "kernel", spans: list[int] | None = None) -> str:
     """The entry Python calls (codegen/api.py, fastcall.c): the program on an array of
     untyped pointers, run only if no output overlaps another operand, since every
     parameter is `restrict`.
@@ -97,9 +109,10 @@ def call_function(spec: Spec, fname: str = "kernel") -> str:
     input and calls again), 2 when two outputs overlap. Comparing addresses here costs
     nanoseconds; numpy's overlap test costs a fraction of a microsecond per pair."""
     n = len(spec.operands)
+    spans = spans or spans_of(spec)
     L = [call_signature(spec, fname), "{"]
-    for i, (ts, shape) in enumerate(zip(spec.operands, spec.operand_shapes)):
-        nbytes = ts.layout.buffer_volume(shape) * ts.dtype.nbytes
+    for i, ts in enumerate(spec.operands):
+        nbytes = spans[i] * ts.dtype.nbytes
         L.append(f"    const uintptr_t a{i} = (uintptr_t)p[{i}], e{i} = a{i} + {nbytes}u;")
     for o in spec.outputs:
         for j in range(n):
@@ -126,7 +139,7 @@ def bench_signature(spec: Spec, fname: str = "kernel") -> str:
 BENCH_GAP = 192  # bytes between operands in the timing arena (below)
 
 
-def bench_function(spec: Spec, fname: str = "kernel") -> str:
+def bench_function(spec: Spec, fname: str = "kernel", spans: list[int] | None = None) -> str:
     """The timing loop, in C so no Python call is measured; in-process timing (cffi) and
     standalone programs call this same function, so both time the same thing the same
     way. It copies the operands into one page-aligned arena at fixed offsets (each
@@ -137,12 +150,14 @@ def bench_function(spec: Spec, fname: str = "kernel") -> str:
     `min_time` seconds, 1 to 10^7; a compiler barrier after each call keeps gcc from
     merging the calls); then times `reps` repetitions with
     clock_gettime(CLOCK_MONOTONIC), seconds per call in `times`. Returns the calls per
-    repetition (-1 if the arena cannot be allocated)."""
+    repetition (-1 if the arena cannot be allocated). An operand that is a region of a
+    larger array (`spans`, codegen/views.py) is copied from its first value to its last."""
     names = param_names(spec)
+    spans = spans or spans_of(spec)
     offs, at = [], 0
-    for ts, shape in zip(spec.operands, spec.operand_shapes):
+    for ts, sp in zip(spec.operands, spans):
         offs.append(at)
-        nbytes = ts.layout.buffer_volume(shape) * ts.dtype.nbytes
+        nbytes = sp * ts.dtype.nbytes
         at += -(-nbytes // 64) * 64 + BENCH_GAP
     total = -(-(at + 64) // 4096) * 4096  # room for a shift of up to 64 bytes
     bargs = ", ".join(f"b_{n}" for n in names)
@@ -158,10 +173,10 @@ def bench_function(spec: Spec, fname: str = "kernel") -> str:
         "    if (!arena) return -1;",
         "    shift = shift < 0 || shift > 64 ? 0 : shift;",
     ]
-    for n, ts, shape, off in zip(names, spec.operands, spec.operand_shapes, offs):
+    for n, ts, sp, off in zip(names, spec.operands, spans, offs):
         ct = ts.dtype.c_type
         L.append(f"    {ct} *b_{n} = ({ct} *)(arena + {off} + shift);")
-        L.append(f"    memcpy(b_{n}, {n}, {ts.layout.buffer_volume(shape)} * sizeof({ct}));")
+        L.append(f"    memcpy(b_{n}, {n}, {sp} * sizeof({ct}));")
     L += [
         "    struct timespec t0, t1;",
         f"    for (int w = 0; w < warmup; w++) {fname}({bargs});",

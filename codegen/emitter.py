@@ -102,18 +102,21 @@ def inputs_of(spec: Spec) -> list[int]:
     return [i for i in range(len(spec.operands)) if i not in spec.outputs or (k.is_accum and i in k.filled)]
 
 
-def parameter_views(em: Emitter, spec: Spec) -> tuple[list[View], list[str], list[str]]:
+def parameter_views(
+    em: Emitter, spec: Spec, buffer_shapes: dict[int, tuple[int, ...]] | None = None
+) -> tuple[list[View], list[str], list[str]]:
     """The views a program's body sees of its parameters (named by param_names, which
     `em` reserves), and the C that loads them into registers before the body and stores
     them after (an operand of the spec in registers: register variables loaded from /
-    stored to the argument)."""
+    stored to the argument). `buffer_shapes`: operands that are regions of larger arrays
+    (codegen/views.py), indexed with those arrays' strides."""
     em.used.update(param_names(spec))
     views: list[View] = []
     pre: list[str] = []
     post: list[str] = []
     for i, (n, t, shp) in enumerate(zip(param_names(spec), spec.operands, spec.operand_shapes)):
         origin = tuple(Const(0) for _ in shp)
-        mem = Buffer(n, shp, t, False, n, align=t.dtype.nbytes)
+        mem = Buffer(n, (buffer_shapes or {}).get(i, shp), t, False, n, align=t.dtype.nbytes)
         if not em.is_register(t.level):
             views.append(View(mem, origin, shp, t))
             continue

@@ -29,11 +29,12 @@ typedef struct {
     PyArray_Descr *dtype;     /* a reference held by the plan */
     int ndim;
     npy_intp dims[MAX_DIMS];
+    npy_intp bdims[MAX_DIMS]; /* the array the operand is a region of (codegen/views.py); dims if its own */
     int order[MAX_DIMS];      /* dimensions from the outermost in memory to the innermost */
     int squeezable;           /* dims[0] == 1: an array of dims[1:] is accepted too */
     int zero;                 /* an output the program reads: a fresh one is zeroed */
     npy_intp itemsize;        /* one element's bytes */
-    npy_intp nbytes;          /* the whole array's bytes */
+    npy_intp nbytes;          /* the whole array's bytes (of bdims) */
 } OperandPlan;
 
 typedef struct {
@@ -52,12 +53,16 @@ static void plan_free(PyObject *capsule) {
     PyMem_Free(p);
 }
 
-/* (index, dtype, shape, zero, order) -> OperandPlan; 0 on success, -1 with an exception set. */
+/* (index, dtype, shape, zero, order[, buffer shape]) -> OperandPlan; 0 on success, -1
+ * with an exception set. The buffer shape (the array an operand is a region of) strides
+ * the operand's dimensions; without it the operand is its own array. */
 static int read_operand(PyObject *t, OperandPlan *op) {
-    PyObject *dtype, *shape, *order;
+    PyObject *dtype, *shape, *order, *bshape = NULL;
     int zero;
-    if (!PyArg_ParseTuple(t, "iOO!pO!", &op->index, &dtype, &PyTuple_Type, &shape, &zero, &PyTuple_Type, &order))
+    if (!PyArg_ParseTuple(t, "iOO!pO!|O!", &op->index, &dtype, &PyTuple_Type, &shape, &zero, &PyTuple_Type, &order,
+                          &PyTuple_Type, &bshape))
         return -1;
+    if (!bshape) bshape = shape;
     if (!PyArray_DescrConverter(dtype, &op->dtype)) return -1; /* a new reference */
     op->ndim = (int)PyTuple_GET_SIZE(shape);
     if (op->ndim > MAX_DIMS) {
@@ -71,17 +76,23 @@ static int read_operand(PyObject *t, OperandPlan *op) {
     Py_DECREF(size);
     if (op->nbytes < 0) return -1;
     op->itemsize = op->nbytes;
+    if (PyTuple_GET_SIZE(bshape) != op->ndim) {
+        PyErr_SetString(PyExc_ValueError, "the call plan's buffer shape has another rank than its operand");
+        return -1;
+    }
     for (int d = 0; d < op->ndim; d++) {
         op->dims[d] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, d));
-        if (op->dims[d] < 0) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a negative dimension in the call plan");
+        op->bdims[d] = PyLong_AsSsize_t(PyTuple_GET_ITEM(bshape, d));
+        if (op->dims[d] < 0 || op->bdims[d] < op->dims[d]) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "a negative dimension, or one beyond its buffer, in the call plan");
             return -1;
         }
-        if (op->dims[d] && op->nbytes > NPY_MAX_INTP / 2 / op->dims[d]) {
+        if (op->bdims[d] && op->nbytes > NPY_MAX_INTP / 2 / op->bdims[d]) {
             PyErr_SetString(PyExc_ValueError, "an operand too large for the call plan");
             return -1;
         }
-        op->nbytes *= op->dims[d];
+        op->nbytes *= op->bdims[d];
     }
     if (PyTuple_GET_SIZE(order) != op->ndim) {
         PyErr_SetString(PyExc_ValueError, "the call plan's order is not a permutation of its dimensions");
@@ -132,18 +143,19 @@ fail:
     return NULL;
 }
 
-/* The byte strides of an array of op's shape laid out densely in op's order. */
+/* The byte strides of an array of op's buffer shape laid out densely in op's order. */
 static void dense_strides(const OperandPlan *op, npy_intp *strides) {
     npy_intp step = op->itemsize;
     for (int j = op->ndim - 1; j >= 0; j--) {
         strides[op->order[j]] = step;
-        step *= op->dims[op->order[j]];
+        step *= op->bdims[op->order[j]];
     }
 }
 
 /* 1 if `o` is an ndarray the program can read (or, writeable, write) as it lies: the
  * plan's dtype, aligned, its shape (2 with the leading batch 1 dropped), and strides
- * that are the dense ones of the plan's order (a dimension of length 1 has any). */
+ * that are the dense ones of the plan's order over its buffer shape (a dimension of
+ * length 1 has any). */
 static int fits(PyObject *o, const OperandPlan *op, int writeable) {
     if (!PyArray_CheckExact(o)) return 0;
     PyArrayObject *a = (PyArrayObject *)o;
@@ -163,16 +175,16 @@ static int fits(PyObject *o, const OperandPlan *op, int writeable) {
         if (dims[k] != op->dims[k + skip]) return 0;
     npy_intp step = PyArray_ITEMSIZE(a);
     for (int j = op->ndim - 1; j >= 0; j--) {
-        int k = op->order[j] - skip;
-        if (k < 0 || dims[k] == 1) continue; /* the dropped batch 1, or any length-1 dimension */
-        if (strides[k] != step) return 0;
-        step *= dims[k];
+        int d = op->order[j], k = d - skip;
+        /* the dropped batch 1, and any length-1 dimension, may have any stride */
+        if (k >= 0 && dims[k] != 1 && strides[k] != step) return 0;
+        step *= op->bdims[d];
     }
     return 1 + skip;
 }
 
 /* A fresh output of op's shape (without its leading 1 if `drop`), dense in op's order
- * (C-contiguous for row-major) and writeable, its data on an ALIGN-byte boundary (numpy's allocator puts large arrays 16
+ * (C-contiguous for row-major; a region: the corner of a new array of its buffer shape) and writeable, its data on an ALIGN-byte boundary (numpy's allocator puts large arrays 16
  * or 48 bytes past one): a view at the first boundary inside a uint8 array of
  * nbytes + ALIGN - 1, zeroed if the program accumulates into it (calloc, as np.zeros),
  * which is the view's base and is freed with it. A new reference, or NULL with an

@@ -21,12 +21,14 @@ A Padded call is not re-entrant: two threads calling one Padded share its buffer
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from morello_asp.codegen.convert import aligned_array, as_array, dense_order
 from morello_asp.codegen.reference import check_call, random_operands, reference
+from morello_asp.codegen.views import region_tensor
 from morello_asp.errors import CodegenError
 
 if TYPE_CHECKING:  # annotations only: calling.py builds Padded
@@ -49,7 +51,7 @@ def windowed_dims(spec) -> dict[int, tuple[int, ...]]:
     return out
 
 
-def _borders(spec, pad: Pad) -> dict[int, dict[int, tuple[int, int]]]:
+def borders_for(spec, pad: Pad) -> dict[int, dict[int, tuple[int, int]]]:
     """Operand -> logical dim -> (before, after) zeros, from `pad`: one number for every
     windowed dimension, or one entry (a number, or a pair before/after) per windowed
     dimension of the padded operand, in order."""
@@ -90,7 +92,7 @@ class Padded:
     def __init__(self, program: Callable, pad: Pad):
         self.program = program
         spec = self.spec = program.spec
-        self.borders = _borders(spec, pad)
+        self.borders = borders_for(spec, pad)
         self._buf: dict[int, np.ndarray] = {}
         self._inner: dict[int, np.ndarray] = {}
         for i, sides in self.borders.items():
@@ -178,21 +180,278 @@ class Padded:
 
     def padded_inputs(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """Unpadded operands (all of them, outputs included) zero-padded as the call pads them."""
-        return [
-            a if i not in self.borders else np.pad(a, [p for _, p in self._sides(i, a.ndim)])
-            for i, a in enumerate(arrays)
-        ]
+        return padded_inputs(self.borders, arrays)
 
     def check(self, seed: int = 0) -> tuple[float, float]:
         """Run on random unpadded inputs against the numpy reference over the same inputs
         zero-padded: (max |error|, tolerance)."""
-        ops = [
-            np.ascontiguousarray(a[tuple(slice(lo, a.shape[j] - hi) for j, (lo, hi) in self._sides(i, a.ndim))])
-            for i, a in enumerate(random_operands(self.spec, seed))
-        ]
-        return check_call(self, self.spec, ops, reference(self.spec, *self.padded_inputs(ops)))
+        return check_padded(self, self.spec, self.borders, seed)
 
-    def _sides(self, i: int, ndim: int) -> list[tuple[int, tuple[int, int]]]:
-        """(dim, (before, after)) for every logical dim of operand i, (0, 0) where unpadded."""
-        s = self.borders.get(i, {})
-        return [(j, s.get(j, (0, 0))) for j in range(ndim)]
+
+def _sides(borders, i: int, ndim: int) -> list[tuple[int, tuple[int, int]]]:
+    """(dim, (before, after)) for every logical dim of operand i, (0, 0) where unpadded."""
+    s = borders.get(i, {})
+    return [(j, s.get(j, (0, 0))) for j in range(ndim)]
+
+
+def padded_inputs(borders, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """Unpadded operands (all of them, outputs included) zero-padded as `borders` pad them."""
+    return [
+        a if i not in borders else np.pad(a, [p for _, p in _sides(borders, i, a.ndim)]) for i, a in enumerate(arrays)
+    ]
+
+
+def check_padded(call, spec, borders, seed: int = 0) -> tuple[float, float]:
+    """`call` (unpadded inputs) on random inputs against the numpy reference over the
+    same inputs zero-padded by `borders`: (max |error|, tolerance)."""
+    ops = [
+        np.ascontiguousarray(a[tuple(slice(lo, a.shape[j] - hi) for j, (lo, hi) in _sides(borders, i, a.ndim))])
+        for i, a in enumerate(random_operands(spec, seed))
+    ]
+    return check_call(call, spec, ops, reference(spec, *padded_inputs(borders, ops)))
+
+
+# ------------------------------------------------------- padding without the copy
+@dataclass(frozen=True)
+class Source:
+    """Where one operand of a region's program comes from: `how` is "whole" (the
+    caller's array as it is), "view" (the region of the caller's array at `start`, per
+    logical dimension: a program over a view, codegen/views.py) or "copy" (a small kept
+    zero-bordered buffer of the region's window, into which the part of the caller's
+    array the window covers is copied by every call: `start` is the window's start in
+    the bordered operand's coordinates)."""
+
+    how: str
+    start: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Region:
+    """A box of a padded spec's iteration space (per spec dimension, [lo, hi)) that one
+    program computes: `spec`, the padded spec restricted to it (its operands regions of
+    the caller's arrays where they are views), `sources` per operand, and `buffer_shapes`
+    (operand -> the caller's array's shape, for the views)."""
+
+    box: tuple[tuple[int, int], ...]
+    spec: Any
+    sources: tuple[Source, ...]
+    buffer_shapes: dict[int, tuple[int, ...]]
+
+    @property
+    def interior(self) -> bool:
+        """No window of the region reads the zero border."""
+        return all(s.how != "copy" for s in self.sources)
+
+
+def _window(acc, box) -> tuple[int, int]:
+    """[lo, hi) of an operand index (kind_access: offset + sum of coef * dim) over a box."""
+    lo = acc.offset + sum(c * box[d][0] for d, c in zip(acc.dims, acc.coefs))
+    hi = acc.offset + sum(c * (box[d][1] - 1) for d, c in zip(acc.dims, acc.coefs)) + 1
+    return lo, hi
+
+
+def _interior_range(spec, borders, d: int) -> tuple[int, int]:
+    """The values [lo, hi) of spec dimension d at which no padded operand's window reaches
+    into its border, whatever the other dimensions are."""
+    access = spec.k.access(len(spec.shape))
+    lo, hi = 0, spec.shape[d]
+    for i, sides in borders.items():
+        n_op = spec.operand_shapes[i]
+        for j, (before, after) in sides.items():
+            acc = access[i][j]
+            if d not in acc.dims:
+                continue
+            c = acc.coefs[acc.dims.index(d)]
+            rest_hi = acc.offset + sum(k * (spec.shape[e] - 1) for e, k in zip(acc.dims, acc.coefs) if e != d)
+            rest_lo = acc.offset
+            lo = max(lo, -(-(before - rest_lo) // c))  # c * v + rest_lo >= before
+            hi = min(hi, (n_op[j] - 1 - after - rest_hi) // c + 1)  # c * v + rest_hi <= n - 1 - after
+    return lo, max(lo, hi)
+
+
+def split_dims(spec, borders) -> list[int] | None:
+    """The spec dimensions a padded spec is cut along: per padded index of an input, the
+    dimension of its sum that an output also reads (a convolution's output row h of image
+    row S*h + D*fh). None when some padded index has no such single dimension."""
+    access = spec.k.access(len(spec.shape))
+    out_dims = {d for o in spec.outputs for a in access[o] for d in a.dims}
+    dims: list[int] = []
+    for i, sides in borders.items():
+        for j in sides:
+            ds = [d for d in access[i][j].dims if d in out_dims]
+            if len(ds) != 1:
+                return None
+            if ds[0] not in dims:
+                dims.append(ds[0])
+    return dims
+
+
+def boxes(spec, borders) -> list[tuple[tuple[int, int], ...]] | None:
+    """The padded spec's iteration space cut into boxes: along each cut dimension in
+    turn, the part before the interior, the part after it (each whole along the later
+    cut dimensions) and the interior, which the next dimension cuts again; the last
+    interior is the box whose windows read no border. None if the space cannot be cut
+    so (no cut dimension, or no interior along one)."""
+    dims = split_dims(spec, borders)
+    if not dims:
+        return None
+    full = [(0, n) for n in spec.shape]
+    out = []
+    core = list(full)
+    for d in dims:
+        lo, hi = _interior_range(spec, borders, d)
+        if lo >= hi:
+            return None
+        for r in ((0, lo), (hi, spec.shape[d])):
+            if r[0] < r[1]:
+                box = list(core)
+                box[d] = r
+                out.append(tuple(box))
+        core[d] = (lo, hi)
+    out.append(tuple(core))
+    return out
+
+
+def regions(spec, borders) -> list[Region] | None:
+    """The boxes of `boxes` as regions, each with the spec restricted to it: operand
+    windows that lie inside the caller's arrays are views of them (TensorSpec
+    contiguousness and stride as regions, codegen/views.py), those reaching into a
+    border are copies (whole buffers). None where `boxes` is."""
+    bx = boxes(spec, borders)
+    if bx is None:
+        return None
+    access = spec.k.access(len(spec.shape))
+    line = spec.target.line_bytes
+    out = []
+    for box in bx:
+        shape = tuple(hi - lo for lo, hi in box)
+        ops, sources, bshapes = [], [], {}
+        for i, (ts, n_op) in enumerate(zip(spec.operands, spec.operand_shapes)):
+            win = [_window(a, box) for a in access[i]]
+            sides = borders.get(i, {})
+            inside = all(
+                lo >= sides.get(j, (0, 0))[0] and hi <= n - sides.get(j, (0, 0))[1]
+                for j, ((lo, hi), n) in enumerate(zip(win, n_op))
+            )
+            if not inside:
+                sources.append(Source("copy", tuple(lo for lo, _ in win)))
+                ops.append(ts)
+                continue
+            user = tuple(n - sum(sides.get(j, (0, 0))) for j, n in enumerate(n_op))
+            start = tuple(lo - sides.get(j, (0, 0))[0] for j, (lo, _) in enumerate(win))
+            wshape = tuple(hi - lo for lo, hi in win)
+            if wshape == user:
+                sources.append(Source("whole"))
+                ops.append(ts)
+                continue
+            sources.append(Source("view", start))
+            bshapes[i] = user
+            ops.append(region_tensor(ts, wshape, user, line))
+        rspec = replace(spec, shape=shape, operands=tuple(ops)).canonical()
+        out.append(Region(box, rspec, tuple(sources), bshapes))
+    return out
+
+
+class SplitPadded:
+    """A padded spec called on unpadded arrays without copying them: one program per
+    region (`regions`). The interior's reads the caller's image and writes the caller's
+    output in place (programs over views); each edge region copies only the part of the
+    image its windows cover into a small kept zero-bordered buffer. Called as `Padded`;
+    not re-entrant either (the edge buffers are shared by the calls)."""
+
+    def __init__(self, spec, borders, parts: list[tuple[Region, Any]]):
+        self.spec = spec
+        self.borders = borders
+        self.parts = parts
+        self.ins = [i for i in range(len(spec.operands)) if i not in spec.outputs]
+        (self.out,) = spec.outputs  # a padded kind with one output (compile_padded checks)
+        self._unpadded = {
+            i: tuple(n - sum(borders.get(i, {}).get(j, (0, 0))) for j, n in enumerate(shape))
+            for i, shape in enumerate(spec.operand_shapes)
+        }
+        ts = spec.operands[self.out]
+        self._out_shape = tuple(spec.operand_shapes[self.out])
+        self._out_dtype = np.dtype(ts.dtype.np_dtype)
+        self._out_order = dense_order(ts.layout, self._out_shape)
+        # per part: the program, and per operand ("whole"|"view", index, slices) or
+        # ("copy", index, (kept buffer, its slices, the caller's array's slices))
+        self._steps: list[tuple[Any, list[tuple]]] = []
+        for region, prog in parts:
+            ops: list[tuple[str, int, Any]] = []
+            for i, src in enumerate(region.sources):
+                shape = tuple(region.spec.operand_shapes[i])
+                if src.how == "whole":
+                    ops.append(("whole", i, None))
+                elif src.how == "view":
+                    ops.append(("view", i, tuple(slice(a, a + n) for a, n in zip(src.start, shape))))
+                else:
+                    ops.append(("copy", i, self._kept(region, i, shape)))
+            self._steps.append((prog, ops))
+
+    def _kept(self, region: Region, i: int, shape: tuple[int, ...]) -> tuple:
+        """A kept zero-bordered buffer for operand i's window in `region`, and the slices
+        of it and of the caller's array that a call copies (the window's part inside)."""
+        ts, src = region.spec.operands[i], region.sources[i]
+        buf = aligned_array(shape, ts.dtype.np_dtype, zero=True, order=dense_order(ts.layout, shape))
+        sides = self.borders.get(i, {})
+        dst, srcs = [], []
+        for j, (n, st) in enumerate(zip(shape, src.start)):
+            lo = sides.get(j, (0, 0))[0]
+            a = max(st, lo)  # in bordered coordinates
+            b = min(st + n, lo + self._unpadded[i][j])
+            dst.append(slice(a - st, b - st))
+            srcs.append(slice(a - lo, b - lo))
+        return buf, tuple(dst), tuple(srcs)
+
+    def shape(self, i: int) -> tuple[int, ...]:
+        """The shape a call takes for operand i (unpadded)."""
+        return self._unpadded[i]
+
+    def __call__(self, *args, out=None):
+        spec = self.spec
+        if len(args) != len(self.ins):
+            raise CodegenError(f"{spec.short()} padded takes {len(self.ins)} input array(s), got {len(args)}")
+        arrays: list = [None] * len(spec.operands)
+        for k, (i, x) in enumerate(zip(self.ins, args)):
+            a = as_array(x, f"argument {k + 1}")
+            want, dt = self._unpadded[i], spec.operands[i].dtype.np_dtype
+            if a.shape != want:
+                raise CodegenError(f"argument {k + 1} has shape {a.shape}; {spec.short()} padded needs {want}")
+            if a.dtype != dt:
+                raise CodegenError(
+                    f"argument {k + 1} has dtype {a.dtype}; {spec.short()} needs {dt} (use .astype(np.{dt}))"
+                )
+            arrays[i] = a
+        shape, dtype = self._out_shape, self._out_dtype
+        given = None if out is None else as_array(out, "out")
+        if given is not None and (given.shape != shape or given.dtype != dtype or not given.flags.writeable):
+            raise CodegenError(
+                f"out has shape {given.shape} and dtype {given.dtype}; {spec.short()} writes a writeable "
+                f"{shape} array of {dtype}"
+            )
+        if given is not None and given.transpose(self._out_order).flags.c_contiguous:
+            res = given
+        else:  # the regions write views of an array in the output's layout
+            res = aligned_array(shape, dtype, order=self._out_order)
+        arrays[self.out] = res
+        o = self.out
+        for prog, ops in self._steps:
+            vals = []
+            for how, i, what in ops:
+                if how == "whole":
+                    vals.append(arrays[i])
+                elif how == "view":
+                    vals.append(arrays[i][what])
+                else:
+                    buf, dst, srcs = what
+                    buf[dst] = arrays[i][srcs]
+                    vals.append(buf)
+            prog(*(vals[i] for i in self.ins), out=vals[o])
+        if given is not None and given is not res:
+            given[...] = res
+            return given
+        return res
+
+    def check(self, seed: int = 0) -> tuple[float, float]:
+        """As Padded.check: random unpadded inputs against the reference over them zero-padded."""
+        return check_padded(self, self.spec, self.borders, seed)

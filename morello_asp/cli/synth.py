@@ -16,7 +16,7 @@ from morello_asp.cli.args import (
     pad_list,
 )
 from morello_asp.codegen.baseline import numpy_expression, numpy_seconds, time_python
-from morello_asp.errors import CodegenError, MemoError, MorelloError
+from morello_asp.errors import CodegenError, InputError, MemoError, MorelloError
 from morello_asp.graph import compose_graph, write_graph
 from morello_asp.guides import guided, hand_rewrites
 from morello_asp.rewrites import family
@@ -123,6 +123,17 @@ def _emit(imp, args, c_text: str | None = None):
 def _run_and_bench(imp, args, fn):
     pad = getattr(args, "pad", None)
     padded = fn.padded(pad[0] if len(pad) == 1 else pad) if fn is not None and pad is not None else None
+    if padded is not None and getattr(args, "split", False):
+        from morello_asp.padded import compile_padded  # codegen: loaded when this command runs
+
+        db = None if args.no_db else (args.db or DEFAULT_TABLE)
+        padded = compile_padded(imp.spec, pad[0] if len(pad) == 1 else pad, rules=args.rules or (), db=db, split=True)
+        edges = sum(not r.interior for r, _ in padded.parts)
+        print(
+            f"regions: {len(padded.parts)} programs, the interior over the caller's arrays and {edges} edge(s) "
+            "over small zero-bordered copies",
+            file=sys.stderr,
+        )
     if args.run or args.bench:
         err, tol = (padded or fn).check()
         ok = err <= tol
@@ -162,9 +173,14 @@ def _run_and_bench(imp, args, fn):
                 ]
                 ins_p = [a for i, a in enumerate(small) if i not in spec.outputs]
                 t_pad = time_python(lambda: padded(*ins_p))
+                how = (
+                    "the regions' programs, no copy of the image"
+                    if getattr(args, "split", False)
+                    else "fn.padded: writing them into the zero-bordered buffers"
+                )
                 print(
-                    f"ours:  {per_call(t_pad)}/iter through Python on unpadded inputs (fn.padded: "
-                    f"{(t_pad - call) * 1e6:+.2f} us for writing them into the zero-bordered buffers)"
+                    f"ours:  {per_call(t_pad)}/iter through Python on unpadded inputs ({how}: "
+                    f"{(t_pad - call) * 1e6:+.2f} us against the bordered call)"
                 )
         threads = None if args.numpy_threads == 0 else args.numpy_threads
 
@@ -186,6 +202,8 @@ def _run_and_bench(imp, args, fn):
 
 
 def _synth(args):
+    if args.split and args.pad is None:
+        raise InputError("--split cuts a padded call into regions: give --pad P too")
     spec = _spec(args)
     search = _search(args, not args.quiet)
     partial = None
@@ -352,6 +370,12 @@ def register(sub):
         help="with --run/--bench: call the program on inputs without their zero border (a padded "
         "convolution: the spec's image is the bordered one); P zeros on both sides of every windowed "
         "dimension, or one P per windowed dimension (docs/convolutions.md, Padding)",
+    )
+    p.add_argument(
+        "--split",
+        action="store_true",
+        help="with --pad: check (and with --bench time) the call that copies no image: the padded spec's "
+        "interior and edges synthesized as specs of their own (docs/convolutions.md, Padding without a copy)",
     )
     p.add_argument("--verify", action="store_true", help="prove the program legal with z3")
     p.add_argument(
