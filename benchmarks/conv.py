@@ -23,10 +23,11 @@ column); a padded layer's program runs over the zero-bordered image (docs/convol
 "Padding"): `C loop` times it on that buffer (as a graph runtime whose producer writes
 the interior would run it), `call` from Python on the unpadded image (numpy's
 channels-last view of torch's tensor's memory) through `compile_padded` (morello_asp/
-padded.py), beside torch's call. Where the image is large (at least 256 KiB) that call is
-the padded spec cut into regions, each searched in the same table ("regions (N)": the
-interior over the caller's image and output, no copy; `synth s` includes their search);
-else the bordered program with its copy of the image ("bordered copy").
+padded.py), beside torch's call. Where the copy would be a tenth of the call or more
+(depthwise layers) that call is the padded spec cut into regions, each searched in the
+same table ("regions (N)": the interior over the caller's image and output, no copy;
+`synth s` includes their search); else the bordered program with its copy of the image
+("bordered copy"). `benchmarks/padded_call.py` times the two side by side.
 
 The default target is native (this machine's), and the baselines run at the full ISA
 of the CPU, as a user's would (benchmarks/host.py). `--hold-back` keeps the variables

@@ -15,16 +15,23 @@ from __future__ import annotations
 from math import prod
 from typing import Any
 
-from morello_asp.codegen.api import compile_impl
-from morello_asp.codegen.padding import Pad, Padded, SplitPadded, borders_for, regions
+from morello_asp.codegen.ctarget import get_ctarget as resolve_target
+from morello_asp.codegen.emit import resolve
+from morello_asp.codegen.padding import Pad, Padded, borders_for, regions
+from morello_asp.codegen.reference import flops
+from morello_asp.codegen.split_padded import SplitPadded
 from morello_asp.default_table import DEFAULT_TABLE
 from morello_asp.errors import CodegenError
 from morello_asp.spec import Spec, parse_spec
 from morello_asp.synthesis import synthesize
 
-# Below this many bytes of padded inputs the one copy into a bordered buffer costs less
-# than the extra calls and small copies of the edge regions (a few microseconds).
-SPLIT_MIN_BYTES = 256 * 1024
+# Cut where the copy would be a tenth of the layer or more: a copy moves each byte of the
+# padded inputs twice at memcpy's speed (tens of GB/s), a program does about a hundred
+# GFLOP/s, so the copy costs about a tenth of the layer at 64 FLOPs per byte copied.
+# Depthwise layers do 1 to 5 (the copy was up to 0.6 of MobileNetV2's stride-2 layer's
+# call); dense convolutions hundreds, where the edges' extra searches (each a conv spec)
+# would cost seconds to save a percent.
+SPLIT_MAX_FLOPS_PER_BYTE = 64
 
 
 def compile_padded(
@@ -37,16 +44,20 @@ def compile_padded(
     split: bool | None = None,
 ):
     """`spec` (over the zero-bordered inputs, as `fn.padded` takes it) compiled to be
-    called on unpadded arrays: a `SplitPadded` (regions, no copy of the image) or, where
-    the iteration space cannot be cut or (`split=None`) the padded inputs are smaller
-    than SPLIT_MIN_BYTES, the bordered program's `Padded` call."""
+    called on unpadded arrays: a `SplitPadded` (regions, no copy of the image) or the
+    bordered program's `Padded` call (it copies the image), which `split=None` takes
+    where the iteration space cannot be cut, where the target's programs do not run in
+    this process, or where the layer does more than SPLIT_MAX_FLOPS_PER_BYTE per byte
+    of padded inputs (the copy is then a small part of the call)."""
     if isinstance(spec, str):
         spec = parse_spec(spec, target, rules=rules)
     borders = borders_for(spec, pad)
     parts = regions(spec, borders) if len(spec.outputs) == 1 else None
     if split is None:
         nbytes = sum(prod(spec.operand_shapes[i]) * spec.operands[i].dtype.nbytes for i in borders)
-        split = parts is not None and nbytes >= SPLIT_MIN_BYTES
+        ct = resolve_target(spec.target, rules)
+        in_process = ct.run_mode == "inprocess" and not ct.emulator and not ct.missing_cpu_flags()
+        split = parts is not None and in_process and flops(spec) <= SPLIT_MAX_FLOPS_PER_BYTE * nbytes
     if split and parts is None:
         raise CodegenError(
             f"{spec.short()}: its padded dimensions cannot be cut into an interior and edges "
@@ -56,8 +67,5 @@ def compile_padded(
         imp = synthesize(spec, rules=rules, db=db, progress=progress)
         return Padded(imp.compile(rules), pad)
     assert parts is not None
-    progs = []
-    for r in parts:
-        imp = synthesize(r.spec, rules=rules, db=db, progress=progress)
-        progs.append((r, compile_impl(imp, imp.spec.target, rules, buffer_shapes=r.buffer_shapes)))
-    return SplitPadded(spec, borders, progs)
+    impls = [(r, synthesize(r.spec, rules=rules, db=db, progress=progress)) for r in parts]
+    return SplitPadded(spec, borders, impls, resolve(impls[0][1], None, rules))

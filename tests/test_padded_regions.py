@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from morello_asp.codegen.api import compile_impl
+from morello_asp.codegen.convert import dense_order
 from morello_asp.codegen.padding import borders_for, boxes, regions
 from morello_asp.codegen.reference import reference
 from morello_asp.errors import CodegenError
@@ -29,6 +30,11 @@ VIEWS = "Matmul(1x8x16x8, (f32, GL, row_major, c1), (f32, GL, row_major), (f32, 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
     return tmp_path_factory.mktemp("padded") / "memo.db"
+
+
+def in_order(a: np.ndarray, order) -> np.ndarray:
+    """`a`'s values in an array whose memory lies in `order` (outermost first)."""
+    return np.ascontiguousarray(a.transpose(order)).transpose(np.argsort(order))
 
 
 def test_a_program_over_views_reads_and_writes_regions_of_the_callers_arrays(db):
@@ -117,14 +123,22 @@ def test_the_regions_compute_what_the_bordered_program_does(db, spec, pad):
     c_order = np.zeros(s.operand_shapes[2], np.float32)
     fn(img, filt, out=c_order)
     np.testing.assert_allclose(c_order, want, rtol=1e-4, atol=1e-4)
+    # arrays in the operands' memory orders (torch's channels-last tensors): the driver's
+    # one call from C, with no Python between the regions
+    img_l, filt_l = (in_order(a, dense_order(t.layout, a.shape)) for a, t in zip((img, filt), s.operands))
+    got = fn._run(fn._fast, (img_l, filt_l), None)
+    assert got is not NotImplemented
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     with pytest.raises(CodegenError, match="has shape"):
         fn(img[..., 1:], filt)
 
 
 @pytest.mark.slow
 def test_small_inputs_keep_the_bordered_copy_and_cut_shapes_are_refused(db):
-    spec = f"DepthwiseConv(1x16x8x8x3x3, {DW}, serial)"
-    assert type(compile_padded(spec, 1, db=db)).__name__ == "Padded"  # below SPLIT_MIN_BYTES
+    dense = f"Conv(1x64x32x4x4x3x3, {CONV}, serial)"  # 128 FLOPs per byte of image: the copy is cheap
+    assert type(compile_padded(dense, 1, db=db)).__name__ == "Padded"
+    spec = f"DepthwiseConv(1x16x8x8x3x3, {DW}, serial)"  # 3 FLOPs per byte: cut
+    assert type(compile_padded(spec, 1, db=db)).__name__ == "SplitPadded"
     assert boxes(parse_spec(spec), borders_for(parse_spec(spec), 4)) is None  # a 2 x 2 image: no 3 x 3 window inside
     with pytest.raises(CodegenError, match="cannot be cut into an interior and edges"):
         compile_padded(spec, 4, db=db, split=True)
