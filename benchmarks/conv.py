@@ -356,7 +356,8 @@ def zeros_after(layer: Layer) -> int:
 def padded_call(fn, layer: Layer, db, target: str | None):
     """What a user calls on torch's unpadded input: the program itself, or (padded)
     compile_padded's call (the padded spec cut into regions, no copy of the image, where
-    the image is large; else the bordered copy), its regions searched in `db`: (the call,
+    the copy would cost a tenth of the call; else the bordered copy), its regions searched
+    in `db`: (the call,
     seconds of search and compiling, how it pads)."""
     p, hi = layer.pad, max(zeros_after(layer), 0)
     if not p and not hi:
@@ -395,18 +396,18 @@ def time_network_layer(fn, layer: Layer, rounds: int, call=None):
     def tcall():
         return torch.nn.functional.conv2d(tx, tw, stride=s, padding=p, groups=groups)
 
-    c_loop, call, tor, r1, r2 = [], [], [], [], []
+    c_loop, called, tor, r1, r2 = [], [], [], [], []
     for _ in range(rounds):
         g = layer.flops / fn.benchmark(reps=3, min_time=0.05).seconds / 1e9
         gc = layer.flops / time_python(run, reps=3, min_time=0.05) / 1e9
         tt = layer.flops / time_python(tcall, reps=3, min_time=0.05) / 1e9
         c_loop.append(g)
-        call.append(gc)
+        called.append(gc)
         tor.append(tt)
         r1.append(g / tt)
         r2.append(gc / tt)
     med = statistics.median
-    return med(c_loop), med(call), med(tor), med(r1), med(r2)
+    return med(c_loop), med(called), med(tor), med(r1), med(r2)
 
 
 def run_network(layers, db, rounds, log=print, target: str | None = None) -> list[NetRow]:
