@@ -214,6 +214,11 @@ class SplitPadded:
             r = self._run(self._fast, args, out)
             if r is not NotImplemented:
                 return r
+            if not all(type(a) is np.ndarray for a in args):  # torch tensors, DLPack: numpy's views of them
+                args = tuple(as_array(a, f"argument {k + 1}") for k, a in enumerate(args))
+                r = self._run(self._fast, args, out)
+                if r is not NotImplemented:
+                    return r
         return self._call_regions(args, out)
 
     def _call_regions(self, args, out):

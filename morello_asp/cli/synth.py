@@ -180,7 +180,7 @@ def _run_and_bench(imp, args, fn):
                 )
                 print(
                     f"ours:  {per_call(t_pad)}/iter through Python on unpadded inputs ({how}: "
-                    f"{(t_pad - call) * 1e6:+.2f} us against the bordered call)"
+                    f"{(t_pad - call) * 1e6:+.2f} us against the call on bordered inputs)"
                 )
         threads = None if args.numpy_threads == 0 else args.numpy_threads
 
