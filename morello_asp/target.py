@@ -66,6 +66,7 @@ class Target:
     carried_trip: int = 0  # tgt_carried_trip/2: latency of a sum into the same registers ...
     carried_hidden: int = 0  # ... and how much of a chain of them the CPU overlaps
     move_overhead: dict[str, int] = field(default_factory=dict)  # tgt_move_overhead/2: level -> cost per copy
+    fetch_lines: int = 0  # tgt_fetch_lines/1: lines the memory system moves together (0: not declared)
     kernel_c: dict[tuple[str, str], str] = field(default_factory=dict)  # (kernel, dtype) -> C
 
     def level(self, name: str) -> Level:
@@ -277,6 +278,9 @@ def load_target_file(entry: Path, extra: tuple[Path, ...] = ()) -> Target:
         raise TargetError(
             f"target {entry}: bad tgt_carried_trip{tuple(carried)}: needs a latency and a hidden cost >= 0"
         )
+    fetch = one("tgt_fetch_lines")[0] if "tgt_fetch_lines" in atoms else 0
+    if not isinstance(fetch, int) or fetch < 0:
+        raise TargetError(f"target {entry}: bad tgt_fetch_lines({fetch}): needs a number of lines >= 1")
     kernel_c = {}
     for k, dt, c in atoms.get("tgt_kernel_c", []):
         kernel_c[(str(k), str(dt))] = c
@@ -294,6 +298,7 @@ def load_target_file(entry: Path, extra: tuple[Path, ...] = ()) -> Target:
         carried_trip=carried[0],
         carried_hidden=carried[1],
         move_overhead=move_overhead,
+        fetch_lines=fetch,
         kernel_c=kernel_c,
     )
 

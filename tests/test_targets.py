@@ -176,7 +176,8 @@ def test_shipped_targets_state_the_same_facts_as_before_the_isa_split(name):
     # softmax kernels' avx2_lanes/1, and avx512's own softmax C, since issue 59; max and min
     # as comparisons, not fmaxf/fminf, and avx512's VectorTranspose16, since issue 60; Matmul's register
     # block sizes, tgt_block_size(matmul, ...), since 2026-11-29; the epilogue kernels, later that day;
-    # tgt_carried_trip/2, the latency of a chain of sums in registers, since 2026-11-30; and
-    # avx512's vector loads from L2, tgt_move_dest(l2, vrf), since the tenth session that day)
+    # tgt_carried_trip/2, the latency of a chain of sums in registers, since 2026-11-30;
+    # avx512's vector loads from L2, tgt_move_dest(l2, vrf), since the tenth session that day; and
+    # avx512's tgt_fetch_lines(2), strided views of whole fetches, since the eleventh)
     want = (ROOT / "tests" / "golden" / "targets" / f"{name}.facts").read_text().splitlines()
     assert facts(ROOT / "encodings" / "targets" / f"{name}.lp") == want
