@@ -16,6 +16,13 @@ writes straight into `interior(i)` (a graph runtime, issue 60) saves the copy: a
 handed that very view passes it through.
 
 A Padded call is not re-entrant: two threads calling one Padded share its buffers.
+
+The copy costs as much as a layer that does little work per value (a depthwise one).
+`boxes` and `regions` cut a padded spec's iteration space instead: edges whose windows
+reach into the border, and an interior whose windows read none, each a spec of its own
+(the interior's operands regions of the caller's arrays, codegen/views.py). Their
+programs run as one call in codegen/split_padded.py (docs/convolutions.md, "Padding
+without a copy").
 """
 
 from __future__ import annotations

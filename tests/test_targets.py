@@ -181,3 +181,25 @@ def test_shipped_targets_state_the_same_facts_as_before_the_isa_split(name):
     # avx512's tgt_fetch_lines(2), strided views of whole fetches, since the eleventh)
     want = (ROOT / "tests" / "golden" / "targets" / f"{name}.facts").read_text().splitlines()
     assert facts(ROOT / "encodings" / "targets" / f"{name}.lp") == want
+
+
+@pytest.mark.parametrize("target, pays", [("avx512", {32: 1, 16: 2}), ("avx2", {32: 2, 16: 2})])
+def test_a_strided_view_of_whole_fetches_is_not_charged_double(target, pays):
+    """tgt_fetch_lines(2) (avx512/machine.lp): a channels-last view whose runs are whole
+    pairs of lines (32 f32 channels of each pixel) moves as a contiguous one does; runs of
+    one line (16 channels) pay double, and so does every strided view on a target without
+    the fact (avx2) (morello_asp/cost_model.py, m(t))."""
+    from dataclasses import replace
+
+    from morello_asp.cost_model import CostModel
+    from morello_asp.spec import parse_spec
+    from morello_asp.target import get_target
+
+    model = CostModel.of(get_target(target))
+    for c, factor in pays.items():
+        tensors = "(f32, GL, [0, 2, 3, 1], c1), (f32, GL, [1, 2, 0]), (f32, GL, [0, 2, 3, 1])"
+        spec = parse_spec(f"DepthwiseConv(1x{c}x4x4x3x3, {tensors}, serial)", target)
+        strided, shape = spec.operands[0], spec.operand_shapes[0]
+        assert strided.contig == 1
+        contiguous = replace(strided, contig=None, stride=None)
+        assert model.move(strided, shape) == factor * model.move(contiguous, shape), (target, c)
