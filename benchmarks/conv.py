@@ -348,6 +348,14 @@ def torch_case(layer: Layer, torch):
     return (tx, tw, groups), want, img, filt, max(hi, 0)
 
 
+def check_against_torch(layer: Layer, got, want) -> None:
+    """Exit naming the layer unless `got` is torch's result within f32 rounding over the
+    layer's sums (fh * fw terms, times c for a dense convolution)."""
+    _, _, c, _, _, fh, fw = layer.channels
+    if not np.allclose(got, want, rtol=1e-3, atol=1e-4 * (1 if layer.depthwise else c) * fh * fw):
+        raise SystemExit(f"{layer.name}: differs from torch by {np.abs(got - want).max():.3g}")
+
+
 def zeros_after(layer: Layer) -> int:
     """Zeros after torch's input along h and w; < 0: its last rows are read by no output."""
     return layer.image - layer.torch_input - layer.pad
@@ -387,10 +395,7 @@ def time_network_layer(fn, layer: Layer, rounds: int, call=None):
     def run():
         return call(img, filt)
 
-    got = run()
-    _, _, c, _, _, fh, fw = layer.channels
-    if not np.allclose(got, want, rtol=1e-3, atol=1e-4 * (1 if layer.depthwise else c) * fh * fw):
-        raise SystemExit(f"{layer.name}: differs from torch by {np.abs(got - want).max():.3g}")
+    check_against_torch(layer, run(), want)
     s = layer.stride
 
     def tcall():

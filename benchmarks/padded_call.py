@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-from conv import SUITES, _torch, checked, torch_case, zeros_after  # noqa: E402
+from conv import SUITES, _torch, check_against_torch, checked, torch_case, zeros_after  # noqa: E402
 from host import libraries, title  # noqa: E402
 
 from morello_asp.codegen.baseline import time_python  # noqa: E402
@@ -50,9 +50,7 @@ def row(layer, db, rounds: int, target, log) -> dict:
     else:
         (tx, tw, groups), want, img, filt, _ = torch_case(layer, torch)
         for f in (split, copy):
-            got = f(img, filt)
-            if not np.allclose(got, want, rtol=1e-3, atol=1e-4 * (1 if layer.depthwise else fn.spec.shape[2]) * 9):
-                raise SystemExit(f"{layer.name}: differs from torch by {np.abs(got - want).max():.3g}")
+            check_against_torch(layer, f(img, filt), want)
         s = layer.stride
 
         def tcall():

@@ -168,17 +168,7 @@ class Padded:
             inner = self._inner[i]
             a = as_array(x, f"argument {k + 1}")
             if a is not inner:
-                if a.shape != inner.shape:
-                    raise CodegenError(
-                        f"argument {k + 1} has shape {a.shape}; {spec.short()} padded by {self._pad_text(i)} "
-                        f"needs {inner.shape}"
-                    )
-                if a.dtype != inner.dtype:
-                    raise CodegenError(
-                        f"argument {k + 1} has dtype {a.dtype}; {spec.short()} needs {inner.dtype} "
-                        f"(use .astype(np.{inner.dtype}))"
-                    )
-                copies.append((inner, a))
+                copies.append((inner, checked_input(spec, k, a, inner.shape, f"padded by {self._pad_text(i)}")))
             full.append(self._buf[i])
         return full, copies
 
@@ -193,6 +183,23 @@ class Padded:
         """Run on random unpadded inputs against the numpy reference over the same inputs
         zero-padded: (max |error|, tolerance)."""
         return check_padded(self, self.spec, self.borders, seed)
+
+
+def checked_input(spec, k: int, a: np.ndarray, shape, how: str) -> np.ndarray:
+    """Argument k (0-based) of a padded call, `a`, if it has `shape` and the operand's
+    dtype; else a CodegenError naming it. `how`: the call, for the message."""
+    i = [j for j in range(len(spec.operands)) if j not in spec.outputs][k]
+    dt = np.dtype(spec.operands[i].dtype.np_dtype)
+    if a.shape != tuple(shape):
+        raise CodegenError(f"argument {k + 1} has shape {a.shape}; {spec.short()} {how} needs {tuple(shape)}")
+    if a.dtype != dt:
+        raise CodegenError(f"argument {k + 1} has dtype {a.dtype}; {spec.short()} needs {dt} (use .astype(np.{dt}))")
+    return a
+
+
+def unpadded_shape(borders, i: int, shape) -> tuple[int, ...]:
+    """Operand i's shape without the zeros `borders` put around it."""
+    return tuple(n - sum(borders.get(i, {}).get(j, (0, 0))) for j, n in enumerate(shape))
 
 
 def _sides(borders, i: int, ndim: int) -> list[tuple[int, tuple[int, int]]]:
@@ -344,7 +351,7 @@ def regions(spec, borders) -> list[Region] | None:
                 sources.append(Source("copy", tuple(lo for lo, _ in win)))
                 ops.append(ts)
                 continue
-            user = tuple(n - sum(sides.get(j, (0, 0))) for j, n in enumerate(n_op))
+            user = unpadded_shape(borders, i, n_op)
             start = tuple(lo - sides.get(j, (0, 0))[0] for j, (lo, _) in enumerate(win))
             wshape = tuple(hi - lo for lo, hi in win)
             if wshape == user:

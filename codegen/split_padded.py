@@ -24,8 +24,8 @@ from morello_asp.codegen.calling import loadable
 from morello_asp.codegen.convert import aligned_array, as_array, dense_order
 from morello_asp.codegen.ctarget import CTarget
 from morello_asp.codegen.emit import bench_function, call_function, emit_function, prelude, spans_of
-from morello_asp.codegen.padding import Region, check_padded
-from morello_asp.codegen.views import element_strides
+from morello_asp.codegen.padding import Region, check_padded, checked_input, unpadded_shape
+from morello_asp.codegen.views import copy_loops, element_strides, reach
 from morello_asp.errors import CodegenError
 from morello_asp.ir import Impl
 
@@ -34,26 +34,15 @@ DRIVER = "padded_call"
 
 def copy_c(dst: str, dst_strides, src: str, src_strides, shape, nbytes: int) -> list[str]:
     """C copying the box `shape` from `src` to `dst` (pointer expressions, element
-    strides per dimension): loops in the destination's memory order, dimensions of one
-    value dropped, neighbours adjacent on both sides merged, the innermost run one memcpy
-    where it is adjacent on both sides."""
-    dims = sorted((j for j in range(len(shape)) if shape[j] > 1), key=lambda j: -dst_strides[j])
-    loops: list[list[int]] = []
-    for j in dims:
-        n, d, s = shape[j], dst_strides[j], src_strides[j]
-        if loops and loops[-1][1] == d * n and loops[-1][2] == s * n:
-            loops[-1] = [loops[-1][0] * n, d, s]
-        else:
-            loops.append([n, d, s])
-    run = 1
-    if loops and loops[-1][1] == 1 and loops[-1][2] == 1:
-        run = loops.pop()[0]
+    strides per dimension), in the loops `copy_loops` plans: the innermost run one
+    memcpy where it is adjacent on both sides."""
+    sh, ds, ss = copy_loops(list(shape), list(dst_strides), list(src_strides))
+    loops = [list(x) for x in zip(sh, ds, ss)]
+    run = loops.pop()[0] if loops[-1][1] == 1 and loops[-1][2] == 1 else 1
     idx = [f"i{k}" for k in range(len(loops))]
     doff = " + ".join([f"{v} * {d}" for v, (_, d, _) in zip(idx, loops)] or ["0"])
     soff = " + ".join([f"{v} * {s}" for v, (_, _, s) in zip(idx, loops)] or ["0"])
     body = f"memcpy({dst} + {doff}, {src} + {soff}, {run * nbytes});"
-    if run == 1 and not loops:
-        body = f"{dst}[0] = {src}[0];"
     lines = [f"for (long {v} = 0; {v} < {n}; {v}++)" for v, (n, _, _) in zip(idx, loops)]
     return ["{", *[f"  {'  ' * k}{line}" for k, line in enumerate(lines)], f"  {'  ' * len(lines)}{body}", "}"]
 
@@ -70,10 +59,7 @@ class SplitPadded:
         if len(spec.outputs) != 1:
             raise CodegenError(f"{spec.short()}: a padded call cut into regions writes one output")
         (self.out,) = spec.outputs
-        self._unpadded = {
-            i: tuple(n - sum(borders.get(i, {}).get(j, (0, 0))) for j, n in enumerate(shape))
-            for i, shape in enumerate(spec.operand_shapes)
-        }
+        self._unpadded = {i: unpadded_shape(borders, i, shape) for i, shape in enumerate(spec.operand_shapes)}
         self._orders = {i: dense_order(ts.layout, self._unpadded[i]) for i, ts in enumerate(spec.operands)}
         if any(o is None for o in self._orders.values()):
             raise CodegenError(f"{spec.short()}: an operand in a packing layout; regions need dense layouts")
@@ -152,7 +138,7 @@ class SplitPadded:
             ]
         names = [f"op{i}" for i in range(len(spec.operands))]
         strides = {i: element_strides(self._unpadded[i], self._orders[i]) for i in range(len(spec.operands))}
-        spans = {i: sum((n - 1) * s for n, s in zip(self._unpadded[i], strides[i])) + 1 for i in strides}
+        spans = {i: reach(self._unpadded[i], strides[i]) for i in strides}
         D = [f"int {DRIVER}(void **p)", "{"]
         for i, ts in enumerate(spec.operands):
             c = ts.dtype.c_type
@@ -230,15 +216,7 @@ class SplitPadded:
             raise CodegenError(f"{spec.short()} padded takes {len(self.ins)} input array(s), got {len(args)}")
         arrays: list = [None] * len(spec.operands)
         for k, (i, x) in enumerate(zip(self.ins, args)):
-            a = as_array(x, f"argument {k + 1}")
-            want, dt = self._unpadded[i], spec.operands[i].dtype.np_dtype
-            if a.shape != want:
-                raise CodegenError(f"argument {k + 1} has shape {a.shape}; {spec.short()} padded needs {want}")
-            if a.dtype != dt:
-                raise CodegenError(
-                    f"argument {k + 1} has dtype {a.dtype}; {spec.short()} needs {dt} (use .astype(np.{dt}))"
-                )
-            arrays[i] = a
+            arrays[i] = checked_input(spec, k, as_array(x, f"argument {k + 1}"), self._unpadded[i], "padded")
         shape, dtype, order = self._out_shape, self._out_dtype, self._orders[self.out]
         given = None if out is None else as_array(out, "out")
         if given is not None and (given.shape != shape or given.dtype != dtype or not given.flags.writeable):

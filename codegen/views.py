@@ -76,9 +76,15 @@ def span(spec: Spec, i: int, bshape: tuple[int, ...] | None) -> int:
         return ts.layout.buffer_volume(shape)
     order = dense_order(ts.layout, tuple(bshape))
     assert order is not None  # check_buffer_shapes refused packing layouts
+    return reach(shape, element_strides(bshape, order))
+
+
+def reach(shape, strides) -> int:
+    """Values from a view's first to its last, one past (0 for an empty view), given its
+    element strides per dimension."""
     if prod(shape) == 0:
         return 0
-    return sum((n - 1) * s for n, s in zip(shape, element_strides(bshape, order))) + 1
+    return sum((n - 1) * s for n, s in zip(shape, strides)) + 1
 
 
 def region_tensor(ts, shape, bshape, line_bytes: int):
@@ -99,3 +105,21 @@ def region_tensor(ts, shape, bshape, line_bytes: int):
     step = prod(bshape[d] for d in inner) * ts.dtype.nbytes
     exp = max((step & -step).bit_length() - 1, line_bytes.bit_length() - 1)
     return replace(ts, contig=contig, stride=exp)
+
+
+def copy_loops(shape, dst_strides, src_strides) -> tuple[list[int], list[int], list[int]]:
+    """The copy's loops: dimensions in the destination's memory order (its largest stride
+    outermost), those of one value dropped, and neighbours that are one run on both sides
+    merged, so the innermost loop walks adjacent values where it can (a channels-last
+    interior: rows of w x c values, not single values c apart)."""
+    dims = sorted((j for j in range(len(shape)) if shape[j] > 1), key=lambda j: -abs(dst_strides[j]))
+    out: list[list[int]] = []
+    for j in dims:
+        n, d, s = shape[j], dst_strides[j], src_strides[j]
+        if out and out[-1][1] == d * n and out[-1][2] == s * n:  # the outer loop steps over exactly this one
+            out[-1] = [out[-1][0] * n, d, s]
+        else:
+            out.append([n, d, s])
+    if not out:
+        out = [[1, 1, 1]]
+    return [x[0] for x in out], [x[1] for x in out], [x[2] for x in out]

@@ -15,8 +15,8 @@ from __future__ import annotations
 from math import prod
 from typing import Any
 
-from morello_asp.codegen.ctarget import get_ctarget as resolve_target
-from morello_asp.codegen.emit import resolve
+from morello_asp.codegen.calling import loadable
+from morello_asp.codegen.ctarget import get_ctarget
 from morello_asp.codegen.padding import Pad, Padded, borders_for, regions
 from morello_asp.codegen.reference import flops
 from morello_asp.codegen.split_padded import SplitPadded
@@ -53,11 +53,10 @@ def compile_padded(
         spec = parse_spec(spec, target, rules=rules)
     borders = borders_for(spec, pad)
     parts = regions(spec, borders) if len(spec.outputs) == 1 else None
+    ct = get_ctarget(spec.target, rules)
     if split is None:
         nbytes = sum(prod(spec.operand_shapes[i]) * spec.operands[i].dtype.nbytes for i in borders)
-        ct = resolve_target(spec.target, rules)
-        in_process = ct.run_mode == "inprocess" and not ct.emulator and not ct.missing_cpu_flags()
-        split = parts is not None and in_process and flops(spec) <= SPLIT_MAX_FLOPS_PER_BYTE * nbytes
+        split = parts is not None and _in_process(ct) and flops(spec) <= SPLIT_MAX_FLOPS_PER_BYTE * nbytes
     if split and parts is None:
         raise CodegenError(
             f"{spec.short()}: its padded dimensions cannot be cut into an interior and edges "
@@ -68,4 +67,13 @@ def compile_padded(
         return Padded(imp.compile(rules), pad)
     assert parts is not None
     impls = [(r, synthesize(r.spec, rules=rules, db=db, progress=progress)) for r in parts]
-    return SplitPadded(spec, borders, impls, resolve(impls[0][1], None, rules))
+    return SplitPadded(spec, borders, impls, ct)
+
+
+def _in_process(ct) -> bool:
+    """The target's programs load into this process (codegen/calling.py's loadable)."""
+    try:
+        loadable(ct)
+    except CodegenError:
+        return False
+    return True

@@ -14,10 +14,11 @@ import pytest
 onnx = pytest.importorskip("onnx", reason="the onnx extra is not installed (make setup-onnx)")
 pytest.importorskip("onnxruntime", reason="the onnx extra is not installed (make setup-onnx)")
 
+from morello_asp.codegen.views import copy_loops  # noqa: E402
 from morello_asp.onnx import InferenceSession  # noqa: E402
 from morello_asp.onnx.blocks import attention, bottleneck  # noqa: E402
 from morello_asp.onnx.compare import RTOL, onnxruntime_session, random_feed  # noqa: E402
-from morello_asp.onnx.emit_c import _loops, model_c  # noqa: E402
+from morello_asp.onnx.emit_c import model_c  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +95,6 @@ def test_a_copy_walks_the_destinations_memory_order_in_merged_runs():
     shape = [1, 64, 8, 8]
     dst = [64 * 10 * 10, 1, 64 * 10, 64]
     src = [64 * 8 * 8, 1, 64 * 8, 64]
-    assert _loops(shape, dst, src) == ([8, 512], [640, 1], [512, 1])
+    assert copy_loops(shape, dst, src) == ([8, 512], [640, 1], [512, 1])
     # both dense in the same order: one run
-    assert _loops(shape, src, src) == ([4096], [1], [1])
+    assert copy_loops(shape, src, src) == ([4096], [1], [1])

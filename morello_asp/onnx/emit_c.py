@@ -34,6 +34,7 @@ import numpy as np
 from morello_asp.codegen.convert import ALIGN, aligned_array
 from morello_asp.codegen.emit import emit_function, prelude, resolve
 from morello_asp.codegen.standalone import build_command
+from morello_asp.codegen.views import copy_loops
 from morello_asp.errors import CodegenError, InputError
 
 
@@ -86,27 +87,9 @@ class _Places:
         return b"".join(parts)
 
 
-def _loops(shape, dst_strides, src_strides) -> tuple[list[int], list[int], list[int]]:
-    """The copy's loops: dimensions in the destination's memory order (its largest stride
-    outermost), those of one value dropped, and neighbours that are one run on both sides
-    merged, so the innermost loop walks adjacent values where it can (a channels-last
-    interior: rows of w x c values, not single values c apart)."""
-    dims = sorted((j for j in range(len(shape)) if shape[j] > 1), key=lambda j: -abs(dst_strides[j]))
-    out: list[list[int]] = []
-    for j in dims:
-        n, d, s = shape[j], dst_strides[j], src_strides[j]
-        if out and out[-1][1] == d * n and out[-1][2] == s * n:  # the outer loop steps over exactly this one
-            out[-1] = [out[-1][0] * n, d, s]
-        else:
-            out.append([n, d, s])
-    if not out:
-        out = [[1, 1, 1]]
-    return [x[0] for x in out], [x[1] for x in out], [x[2] for x in out]
-
-
 def _strided_copy(dst: str, dst_strides, src: str, src_strides, shape) -> str:
     """C copying view src (pointer expression and element strides) into view dst."""
-    sh, ds, ss = _loops(list(shape), [s // 4 for s in dst_strides], [s // 4 for s in src_strides])
+    sh, ds, ss = copy_loops(list(shape), [s // 4 for s in dst_strides], [s // 4 for s in src_strides])
     text = ", ".join
     return (
         f"    {{ static const long sh[] = {{{text(map(str, sh))}}}, ds[] = {{{text(map(str, ds))}}}, "
