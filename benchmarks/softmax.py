@@ -10,9 +10,13 @@ codegen/reference.py, then timed in interleaved rounds (each contender once per 
 median per contender) beside numpy (exp and sum along the row, OpenBLAS on one thread)
 and torch.softmax (torch.set_num_threads(1)). For softmax(A @ B) a fourth contender is
 the same two specs synthesized separately (Matmul, then Softmax2 on its output) and run
-one after the other: what fusing them buys, measured. With --search-fused, softmax(A @ B)
+one after the other: what fusing them buys, measured. Its Matmul is the faster, in each
+round, of the one searched from the spec and the `blis` guide's. With --search-fused, softmax(A @ B)
 is also synthesized from the Compose spec alone (no guide; rule set fuse_in_cache) and
-timed as "searched" (and the separate pair against it). Times are medians; the table
+timed as "searched" (and the separate pair against it). With --in-cache, one band's Matmul
+and Softmax2, each timed alone with its operands in cache, times the bands: the separate
+pair over that is roughly what keeping the intermediate in cache can gain on this CPU
+(roughly: a band's Matmul tiles differently from the whole). Times are medians; the table
 gives ratios, other contender's time over ours (> 1: ours is faster), and names the
 target (default native, this machine's; --target names another) and the CPU. numpy and
 torch run at the full ISA of the CPU unless --hold-back (benchmarks/host.py).
@@ -132,8 +136,8 @@ def synthesize_case(case: Case, db: str, log, full: bool):
     """The program for a case, and for softmax(A @ B) the two specs separately. Rows are
     synthesized whole. softmax(A @ B) by default with a guide (paper 2.3): B packed into
     16-wide panels once, the outer loop over bands of rows and bufferize into L1 by hand
-    (fusion), everything inside synthesized; the separate Matmul with the `blis` guide
-    (which packs B the same way), the Softmax2 synthesized.
+    (fusion), everything inside synthesized; the separate Matmul both from the spec and
+    with the `blis` guide (which packs B the same way), the Softmax2 synthesized.
     `full`: every program synthesized from the spec alone (the search takes far longer)."""
     from morello_asp import parse_spec
     from morello_asp.synthesis import synthesize
@@ -158,23 +162,54 @@ def synthesize_case(case: Case, db: str, log, full: bool):
     sep = None
     if case.k:  # the same two specs, synthesized separately
         t0 = time.perf_counter()
-        guide = None if full or case.cols % 16 else "blis"
-        mm = synthesize(f"Matmul(1x{case.rows}x{case.k}x{case.cols}, f32)", db=db, guide=guide)
+        mm_spec = f"Matmul(1x{case.rows}x{case.k}x{case.cols}, f32)"
+        # the Matmul from the spec alone and, where B packs into 16-wide panels, the `blis`
+        # guide's: whichever runs faster is the separate pair's Matmul
+        mms = [synthesize(mm_spec, db=db)]
+        if not full and case.cols % 16 == 0:
+            mms.append(synthesize(mm_spec, db=db, guide="blis"))
         sm = synthesize(f"Softmax2(1x{case.rows}x{case.cols}, f32)", db=db)
-        sep = (mm, sm)
+        sep = (mms, sm)
         log(
-            f"{case.label}: separate Matmul ({guide or 'synthesized'}) and Softmax2 in {time.perf_counter() - t0:.1f} s"
+            f"{case.label}: separate Matmul ({' and '.join(['synthesized', 'blis'][: len(mms)])}) "
+            f"and Softmax2 in {time.perf_counter() - t0:.1f} s"
         )
     return imp, sep
 
 
-def run_case(case: Case, db: str, rounds: int, use_torch: bool, log, full: bool = False, searched: bool = False):
+def synthesize_band(case: Case, db: str):
+    """One band's Matmul and Softmax2 (band_rows(case) rows), searched from their specs:
+    timed repeatedly, their operands stay in cache, so rows / band times their sum is
+    about what a fused program takes whose parts run as fast as they do alone."""
+    from morello_asp.synthesis import synthesize
+
+    t = band_rows(case)
+    return [
+        synthesize(f"Matmul(1x{t}x{case.k}x{case.cols}, f32)", db=db),
+        synthesize(f"Softmax2(1x{t}x{case.cols}, f32)", db=db),
+    ]
+
+
+def run_case(
+    case: Case,
+    db: str,
+    rounds: int,
+    use_torch: bool,
+    log,
+    full: bool = False,
+    searched: bool = False,
+    in_cache: bool = False,
+):
     from morello_asp.codegen.api import compile_many
     from morello_asp.codegen.reference import tolerance
 
     imp, sep = synthesize_case(case, db, log, full)
     found = synthesize_searched(case, db, log) if searched and case.k else None
-    progs = compile_many([imp, *(sep or ()), *([found] if found else [])])
+    mms, sm = sep if sep is not None else ([], None)
+    band = synthesize_band(case, db) if in_cache and case.k else []
+    progs = compile_many([imp, *mms, *([sm] if sm is not None else []), *([found] if found else []), *band])
+    if band:
+        band_progs, progs = progs[-2:], progs[:-2]
     fn = progs[0]
     rng = np.random.default_rng(0)
     if case.k:
@@ -194,15 +229,16 @@ def run_case(case: Case, db: str, rounds: int, use_torch: bool, log, full: bool 
         raise SystemExit(f"{case.label}: differs from float64 softmax by {err:.3g} > {tol:.3g}")
     contenders: dict[str, object] = {}
     # ours through the C timing loop (no Python call in the timing); the separate pair as
-    # the sum of its two programs' times, each timed the same way
+    # the sum of its two programs' times, each timed the same way, with the faster Matmul
     contenders["ours"] = lambda: fn.benchmark(reps=3, min_time=0.02).seconds
     if sep is not None:
-        mmf, smf = progs[1], progs[2]
-        mid = smf(mmf(*inputs))
-        if not float(np.abs(mid.astype(np.float64) - want).max()) <= tol:
-            raise SystemExit(f"{case.label}: the separately synthesized pair differs from float64")
+        mmfs, smf = progs[1 : 1 + len(mms)], progs[1 + len(mms)]
+        for mmf in mmfs:
+            mid = smf(mmf(*inputs))
+            if not float(np.abs(mid.astype(np.float64) - want).max()) <= tol:
+                raise SystemExit(f"{case.label}: the separately synthesized pair differs from float64")
         contenders["separate"] = lambda: (
-            mmf.benchmark(reps=3, min_time=0.02).seconds + smf.benchmark(reps=3, min_time=0.02).seconds
+            min(f.benchmark(reps=3, min_time=0.02).seconds for f in mmfs) + smf.benchmark(reps=3, min_time=0.02).seconds
         )
         contenders["numpy"] = lambda: best_time(lambda: numpy_softmax(np.matmul(*inputs, out=out), 1, out))
     else:
@@ -213,6 +249,9 @@ def run_case(case: Case, db: str, rounds: int, use_torch: bool, log, full: bool 
         if not ferr <= tol:
             raise SystemExit(f"{case.label}: the searched program differs from float64 by {ferr:.3g} > {tol:.3g}")
         contenders["searched"] = lambda: ff.benchmark(reps=3, min_time=0.02).seconds
+    if band:
+        bands = case.rows // band_rows(case)
+        contenders["in-cache"] = lambda: bands * sum(p.benchmark(reps=3, min_time=0.02).seconds for p in band_progs)
     if use_torch:
         import torch
 
@@ -250,6 +289,11 @@ def main(argv=None) -> int:
         help="synthesize softmax(A @ B) and its separate Matmul from the spec alone (no guide; much slower)",
     )
     ap.add_argument(
+        "--in-cache",
+        action="store_true",
+        help="also time one band's Matmul and Softmax2 with their operands in cache (what fusing could save, roughly)",
+    )
+    ap.add_argument(
         "--search-fused",
         action="store_true",
         help="also synthesize softmax(A @ B) from the Compose spec alone (rule set fuse_in_cache) and time it",
@@ -285,11 +329,13 @@ def main(argv=None) -> int:
     if args.search_fused:
         head += f" {'searched':>11} {'searched/ours':>13}" + (f" {'torch/searched':>14}" if use_torch else "")
         head += f" {'separate/searched':>17}"
+    if args.in_cache:
+        head += f" {'separate/in-cache':>17}"
     head += f" {'max |err|':>9} {'tolerance':>9} {'load':>14}"
     print(head, flush=True)
     results = []
     for c in cases:
-        r = run_case(c, args.db, args.rounds, use_torch, log, args.full_search, args.search_fused)
+        r = run_case(c, args.db, args.rounds, use_torch, log, args.full_search, args.search_fused, args.in_cache)
         results.append(r)
         t = r["times"]
         line = f"{r['case'].label:>20} {t['ours'] * 1e6:>8.1f} us {t['numpy'] / t['ours']:>10.2f}"
@@ -303,6 +349,8 @@ def main(argv=None) -> int:
                 line += f" {t['separate'] / t['searched']:>17.2f}"
             else:
                 line += f" {'-':>11} {'-':>13}" + (f" {'-':>14}" if use_torch else "") + f" {'-':>17}"
+        if args.in_cache:
+            line += f" {t['separate'] / t['in-cache']:>17.2f}" if "in-cache" in t else f" {'-':>17}"
         line += f" {r['err']:>9.2g} {r['tol']:>9.2g} {load_average():>14}"
         print(line, flush=True)
         if args.show:
