@@ -2,6 +2,7 @@
 
     python benchmarks/onnx_models.py [--only attention] [--target T] [--db F] [--rounds 7]
     python benchmarks/onnx_models.py --only resnet50      # torchvision's ResNet-50, end to end
+    python benchmarks/onnx_models.py --only attention --fuse   # chains fused where the search says
 
 Each block (morello_asp/onnx/blocks.py, built with onnx.helper, random weights) is
 compiled twice: cold (an empty memo table, or --db's as it is) and warm (a second
@@ -9,7 +10,9 @@ session on the same table: every spec answered from it, modules from the compile
 cache). It is then checked against onnxruntime on random inputs and both are timed in
 interleaved rounds (median seconds per run; onnxruntime with intra_op_num_threads = 1,
 its default full-ISA kernels). The ratio is onnxruntime's time over ours (> 1: ours is
-faster). The table names the CPU and target.
+faster). The table names the CPU and target. With --fuse both sessions also search each
+chain one Compose spec expresses (softmax(Q @ K^T)) fused, and take it where it costs
+less; the "fused" column says how many chains were taken of those found.
 
 ResNet-50 (torchvision's, random weights, exported at 1 x 3 x 224 x 224 by torch's
 TorchScript exporter, opset 17) runs only when named (`--only resnet50`: its cold compile
@@ -73,22 +76,23 @@ CASES = [
 ]
 
 
-def run_case(case: Case, target, db: str, rounds: int) -> dict | None:
+def run_case(case: Case, target, db: str, rounds: int, fuse: bool = False) -> dict | None:
     model = case.build()  # type: ignore[operator]
     if model is None:
         return None
     t0 = time.perf_counter()
-    InferenceSession(model, target=target, db=db)
+    InferenceSession(model, target=target, db=db, fuse=fuse)
     cold = time.perf_counter() - t0
     t0 = time.perf_counter()
-    sess = InferenceSession(model, target=target, db=db)
+    sess = InferenceSession(model, target=target, db=db, fuse=fuse)
     warm = time.perf_counter() - t0
     c = check(sess)
     if not c.ok:
         raise SystemExit(f"{case.label}: differs from onnxruntime by {c.error:.3g} (tolerance {c.tolerance:.3g})")
     t = bench(sess, rounds=rounds)
+    fused = f"{sum(f.taken for f in sess.fusions)} of {len(sess.fusions)}"
     return dict(case=case.label, steps=len(sess.plan.steps), specs=len(sess.programs), cold=cold, warm=warm,
-                err=c.error, ours=t.ours, ort=t.onnxruntime, ratio=t.ratio)  # fmt: skip
+                err=c.error, ours=t.ours, ort=t.onnxruntime, ratio=t.ratio, fused=fused)  # fmt: skip
 
 
 def main(argv=None) -> int:
@@ -97,20 +101,24 @@ def main(argv=None) -> int:
     ap.add_argument("--target", default=None, help="target (default: native, this machine's)")
     ap.add_argument("--db", default=None, help="memo table (default: a new one: cold compiles are cold)")
     ap.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds (default 7)")
+    ap.add_argument("--fuse", action="store_true", help="fuse chains where the search prices them lower")
     args = ap.parse_args(argv)
     cases = [c for c in CASES if (not args.only and not c.heavy) or any(w in c.label for w in args.only or ())]
     print(title(args.target))
-    print("| block | steps | specs | cold compile s | warm compile s | max error | ours | onnxruntime | ort / ours |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    fcol = (" fused |", "---|") if args.fuse else ("", "")
+    head = "cold compile s | warm compile s | max error | ours | onnxruntime | ort / ours |"
+    print(f"| block | steps | specs |{fcol[0]} {head}")
+    print(f"|---|---|---|{fcol[1]}---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or str(Path(tmp) / "onnx_models.db")
         for case in cases:
-            r = run_case(case, args.target, db, args.rounds)
+            r = run_case(case, args.target, db, args.rounds, args.fuse)
             if r is None:
                 print(f"| {case.label} | skipped: torch and torchvision are not installed | | | | | | | |", flush=True)
                 continue
             print(
-                f"| {r['case']} | {r['steps']} | {r['specs']} | {r['cold']:.1f} | {r['warm']:.2f} | {r['err']:.2g} "
+                f"| {r['case']} | {r['steps']} | {r['specs']} |{' ' + r['fused'] + ' |' if args.fuse else ''}"
+                f" {r['cold']:.1f} | {r['warm']:.2f} | {r['err']:.2g} "
                 f"| {per_call(r['ours'])} | {per_call(r['ort'])} | {r['ratio']:.2f} |",
                 flush=True,
             )

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -13,6 +12,8 @@ import pytest
 
 onnx = pytest.importorskip("onnx", reason="the onnx extra is not installed (make setup-onnx)")
 pytest.importorskip("onnxruntime", reason="the onnx extra is not installed (make setup-onnx)")
+
+from model_executable import run_executable  # noqa: E402
 
 from morello_asp.codegen.views import copy_loops  # noqa: E402
 from morello_asp.onnx import InferenceSession  # noqa: E402
@@ -24,24 +25,6 @@ from morello_asp.onnx.emit_c import model_c  # noqa: E402
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
     return str(tmp_path_factory.mktemp("emit") / "model.db")
-
-
-def _run_executable(mc, tmp_path, feed) -> list[np.ndarray]:
-    c_file, w_file = mc.save(tmp_path / "model.c")
-    exe = tmp_path / "model"
-    r = subprocess.run([x.format(c=c_file, exe=exe) for x in mc.build], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    ins = []
-    for name, shape in mc.inputs:
-        f = tmp_path / f"in_{name}.bin"
-        feed[name].astype(np.float32).reshape(shape).tofile(f)
-        ins.append(str(f))
-    outs = [str(tmp_path / f"out_{name}.bin") for name, _ in mc.outputs]
-    env = {**os.environ, "MORELLO_ASP_REPS": "2"}
-    r = subprocess.run([str(exe), str(w_file), *ins, *outs], capture_output=True, text=True, env=env)
-    assert r.returncode == 0, r.stderr
-    assert "time: " in r.stderr  # the run timed itself
-    return [np.fromfile(f, np.float32).reshape(shape) for f, (_, shape) in zip(outs, mc.outputs)]
 
 
 @pytest.mark.parametrize(
@@ -60,7 +43,7 @@ def test_the_model_as_one_c_program_computes_what_the_session_does(build, db, tm
     assert "void model_run(" in mc.text and "int main(" in mc.text
     assert len(mc.weights) >= 4 * sum(np.asarray(c).size for c in sess.plan.consts_out.values())
     feed = random_feed(sess, seed=1)
-    got = _run_executable(mc, tmp_path, feed)
+    got = run_executable(mc, tmp_path, feed)
     want = sess.run(None, feed)
     ref = onnxruntime_session(model).run(None, feed)
     for g, w, r in zip(got, want, ref):

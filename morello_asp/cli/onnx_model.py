@@ -29,12 +29,16 @@ def _onnx(args) -> int:
     db = None if args.no_db else (args.db or DEFAULT_TABLE)
     t0 = time.perf_counter()
     progress = Progress(enabled=False if args.quiet else None)
-    sess = InferenceSession(args.model, target=args.target, db=db, rules=args.rules, progress=progress)
+    sess = InferenceSession(args.model, target=args.target, db=db, rules=args.rules, progress=progress, fuse=args.fuse)
     total = time.perf_counter() - t0
     print(f"{args.model}: {len(sess.plan.steps)} steps, {len(sess.programs)} distinct specs, compiled in {total:.1f} s")
     for label, out, what, cost, secs in sess.describe():
         tail = "" if cost is None else f"  cost {cost}" + ("  (searched above)" if secs is None else f"  {secs:.2f} s")
         print(f"  {label} -> {out}: {what}{tail}")
+    for f in sess.fusions:
+        fused = "no fused program" if f.fused_cost is None else f"fused cost {f.fused_cost}"
+        verdict = "fused" if f.taken else "kept separate"
+        print(f"fusion: {f.label}: {fused} against {f.separate_cost} separate ({f.seconds:.2f} s): {verdict}")
     print(
         f"intermediates: {sess.intermediate_bytes} bytes in {len(sess.buffers)} buffers "
         f"({sess.unplanned_bytes} without reuse)"
@@ -80,6 +84,12 @@ def register(sub) -> None:
         help="memo table for the whole model, reused and grown (default: the user's default table, as synth's)",
     )
     g.add_argument("--no-db", action="store_true", help="keep nothing: search from scratch, write no table")
+    p.add_argument(
+        "--fuse",
+        action="store_true",
+        help="also search each chain one Compose spec expresses (softmax after a matmul) fused, "
+        "and take it where it costs less (a longer search)",
+    )
     p.add_argument("--run", action="store_true", help="run on random inputs and check against onnxruntime")
     p.add_argument("--bench", action="store_true", help="also time a run beside onnxruntime's (one thread)")
     p.add_argument(

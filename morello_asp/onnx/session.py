@@ -24,8 +24,9 @@ import numpy as np
 from morello_asp.codegen import fastcall
 from morello_asp.codegen.convert import aligned_array, aligned_empty, dense_order, in_order
 from morello_asp.default_table import DEFAULT_TABLE
-from morello_asp.errors import InputError
+from morello_asp.errors import InputError, NoImplementationError
 from morello_asp.layout import Layout
+from morello_asp.onnx import fusion
 from morello_asp.onnx.importer import import_model, load
 from morello_asp.onnx.plan import Plan, Step, View
 from morello_asp.onnx.specs import step_spec
@@ -96,7 +97,9 @@ class InferenceSession:
     `target` (default: the native one, or $MORELLO_ASP_TARGET), searched with memo
     table `db` (a path, a table object, None for none; default the user's default
     table). Raises ModelError (an InputError) naming the node, its op and why for a
-    model it cannot take."""
+    model it cannot take. With `fuse`, each chain of two programs that one Compose spec
+    expresses (fusion.py) is also searched fused, and the fused program replaces the two
+    where the search prices it lower (`fusions` says what it found)."""
 
     def __init__(
         self,
@@ -105,23 +108,22 @@ class InferenceSession:
         db: Any = DEFAULT_TABLE,
         rules: Sequence[str] = (),
         progress: Any = None,
+        fuse: bool = False,
     ):
         self.model = load(model)
         self.plan: Plan = import_model(self.model)
         self.target = as_target(target)
         self.programs: dict[str, Program] = {}
         self.step_program: list[Program | None] = []
+        self.fusions: list[fusion.Fusion] = []
         search = make_search(self.target, rules, db, progress)
         try:
             for st in self.plan.steps:
                 self.step_program.append(None if st.spec is None else self._program(search, st))
         finally:
-            memo = search.memo
-            memo.flush()
-            if memo is not db and hasattr(memo, "close"):  # a table opened here from a path
-                memo.close()
-            if search.progress:
-                search.progress.done()
+            _close(search, db)
+        if fuse:
+            self._fuse(rules, db, progress)
         for st, prog in zip(self.plan.steps, self.step_program):  # constants as their programs read them, once
             for i, a in enumerate(st.args):
                 if a.const is not None:
@@ -133,6 +135,46 @@ class InferenceSession:
         ]
         self._lock = threading.Lock()
         self._plan_buffers()
+
+    def _fuse(self, rules: Sequence[str], db: Any, progress: Any) -> None:
+        """Each chain searched as one Compose spec (rule set fusion.FUSE_RULES, its own
+        table); taken where it costs less than its two programs."""
+        found = fusion.chains(self.plan, self.target)
+        if not found:
+            return
+        fdb = fusion.fused_table(db)
+        search = make_search(self.target, (*rules, fusion.FUSE_RULES), fdb, progress)
+        taken: list[fusion.Chain] = []
+        try:
+            for ch in found:
+                parts = [self.step_program[ch.producer], self.step_program[ch.consumer]]
+                separate = sum(p.impl.cost.main for p in parts if p is not None)
+                spec = step_spec(ch.fused, self.target)
+                t0 = time.perf_counter()
+                try:
+                    imp = search.build(spec)
+                except NoImplementationError:
+                    imp = None
+                search.forget()
+                secs = time.perf_counter() - t0
+                cost = None if imp is None else imp.cost.main
+                ok = cost is not None and cost < separate
+                self.fusions.append(fusion.Fusion(ch.fused.label, cost, separate, ok, secs))
+                if ok:
+                    taken.append(ch)
+                    self.programs.setdefault(spec.text(), Program(spec, imp, imp.compile(), secs))
+        finally:
+            _close(search, fdb)
+        if taken:
+            self.plan, origin = fusion.apply(self.plan, taken)
+            fused = {ch.consumer: ch.fused for ch in taken}
+            self.step_program = [
+                self.programs[step_spec(fused[i], self.target).text()] if i in fused else self.step_program[i]
+                for i in origin
+            ]
+            # the programs the steps now call (a chain's two may serve other steps too)
+            used = {p.spec.text() for p in self.step_program if p is not None}
+            self.programs = {k: p for k, p in self.programs.items() if k in used}
 
     def _program(self, search, st: Step) -> Program:
         spec = step_spec(st, self.target)  # what precompute's model_specs fills a table with
@@ -341,6 +383,17 @@ class InferenceSession:
             seen.add(key)
             rows.append((st.label, st.out, prog.spec.text(), prog.impl.cost.main, secs))
         return rows
+
+
+def _close(search, db: Any) -> None:
+    """A search's table flushed, and closed if it was opened from a path here."""
+    memo = search.memo
+    if memo is not None:
+        memo.flush()
+        if memo is not db and hasattr(memo, "close"):
+            memo.close()
+    if search.progress:
+        search.progress.done()
 
 
 def _laid_out(c: np.ndarray, layout: Layout | None) -> np.ndarray:
