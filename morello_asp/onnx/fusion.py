@@ -92,9 +92,12 @@ def chains(plan: Plan, target: Target) -> list[Chain]:
         head = _COMPOSE_HEAD.get((p.kind, c.kind))
         if head is None or i in used:
             continue
-        if p.out_order or p.out_ops or c.out_order or c.out_ops:
+        # both outputs row-major, the consumer reading its input as it lies
+        if p.out_order or p.out_ops or c.out_order or c.out_ops or c.layouts:
             continue
         ps, cs = step_spec(p, target), step_spec(c, target)
+        if ps.output in p.layouts:  # the Compose's output is the consumer's, row-major
+            continue
         b, m, k, n = ps.shape
         if tuple(cs.operand_shapes[cs.output]) != (b * m, n):  # along the last axis, rows in order
             continue
