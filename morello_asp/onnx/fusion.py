@@ -67,8 +67,8 @@ def chains(plan: Plan, target: Target) -> list[Chain]:
     made = {st.out: i for i, st in enumerate(plan.steps) if st.spec is not None}
     # a view that only reshapes (or is a step folded away, such as a scale): its source
     reshaped = {
-        st.out: (k, st.source)
-        for k, st in enumerate(plan.steps)
+        st.out: (v, st.source)
+        for v, st in enumerate(plan.steps)
         if st.spec is None and st.source is not None and all(op == "reshape" for op, _ in st.view or [])
     }
     found: list[Chain] = []
@@ -82,8 +82,8 @@ def chains(plan: Plan, target: Target) -> list[Chain]:
         t, path, views = c.args[0].tensor, [], []
         while t in reshaped:
             path.append(t)
-            k, t = reshaped[t]
-            views.append(k)
+            v, t = reshaped[t]
+            views.append(v)
         path.append(t)
         if t not in made or any(reads.get(x, 0) != 1 or x in outputs for x in path):
             continue
@@ -102,10 +102,10 @@ def chains(plan: Plan, target: Target) -> list[Chain]:
         if tuple(cs.operand_shapes[cs.output]) != (b * m, n):  # along the last axis, rows in order
             continue
         spec = f"Compose(({head}, {ps.kind}), [{dims_text((b, m, k))}, {dims_text((b, k, n))}], f32)"
-        between = [plan.steps[k] for k in sorted(views)]
+        between = [plan.steps[v] for v in sorted(views)]
         fused = Step(
-            [*p.nodes, *(n for v in between for n in v.nodes), *c.nodes],
-            [*p.ops, *(o for v in between for o in v.ops), *c.ops],
+            [*p.nodes, *(node for st in between for node in st.nodes), *c.nodes],
+            [*p.ops, *(op for st in between for op in st.ops), *c.ops],
             c.out,
             c.out_shape,
             spec=spec,
