@@ -115,6 +115,10 @@ class Padded:
             self._inner[i] = buf[
                 tuple(slice(sides[j][0], n - sides[j][1]) if j in sides else slice(None) for j, n in enumerate(shape))
             ]
+        # what a refused argument's message says of the call, per padded operand
+        self._how = {
+            i: "padded by " + ", ".join(f"{lo}/{hi}" for lo, hi in s.values()) for i, s in self.borders.items()
+        }
 
     def shape(self, i: int) -> tuple[int, ...]:
         """The shape a call takes for operand i (unpadded)."""
@@ -168,12 +172,9 @@ class Padded:
             inner = self._inner[i]
             a = as_array(x, f"argument {k + 1}")
             if a is not inner:
-                copies.append((inner, checked_input(spec, k, a, inner.shape, f"padded by {self._pad_text(i)}")))
+                copies.append((inner, checked_input(spec, k, i, a, inner.shape, self._how[i])))
             full.append(self._buf[i])
         return full, copies
-
-    def _pad_text(self, i: int) -> str:
-        return ", ".join(f"{lo}/{hi}" for lo, hi in self.borders[i].values())
 
     def padded_inputs(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """Unpadded operands (all of them, outputs included) zero-padded as the call pads them."""
@@ -185,10 +186,9 @@ class Padded:
         return check_padded(self, self.spec, self.borders, seed)
 
 
-def checked_input(spec, k: int, a: np.ndarray, shape, how: str) -> np.ndarray:
-    """Argument k (0-based) of a padded call, `a`, if it has `shape` and the operand's
-    dtype; else a CodegenError naming it. `how`: the call, for the message."""
-    i = [j for j in range(len(spec.operands)) if j not in spec.outputs][k]
+def checked_input(spec, k: int, i: int, a: np.ndarray, shape, how: str) -> np.ndarray:
+    """Argument k (0-based) of a padded call, operand i, `a`, if it has `shape` and the
+    operand's dtype; else a CodegenError naming it. `how`: the call, for the message."""
     dt = np.dtype(spec.operands[i].dtype.np_dtype)
     if a.shape != tuple(shape):
         raise CodegenError(f"argument {k + 1} has shape {a.shape}; {spec.short()} {how} needs {tuple(shape)}")

@@ -216,7 +216,7 @@ class SplitPadded:
             raise CodegenError(f"{spec.short()} padded takes {len(self.ins)} input array(s), got {len(args)}")
         arrays: list = [None] * len(spec.operands)
         for k, (i, x) in enumerate(zip(self.ins, args)):
-            arrays[i] = checked_input(spec, k, as_array(x, f"argument {k + 1}"), self._unpadded[i], "padded")
+            arrays[i] = checked_input(spec, k, i, as_array(x, f"argument {k + 1}"), self._unpadded[i], "padded")
         shape, dtype, order = self._out_shape, self._out_dtype, self._orders[self.out]
         given = None if out is None else as_array(out, "out")
         if given is not None and (given.shape != shape or given.dtype != dtype or not given.flags.writeable):

@@ -144,7 +144,7 @@ class InferenceSession:
             return
         fdb = fusion.fused_table(db)
         search = make_search(self.target, (*rules, fusion.FUSE_RULES), fdb, progress)
-        taken: list[fusion.Chain] = []
+        taken: dict[int, Program] = {}  # a taken chain's consumer -> the fused program
         try:
             for ch in found:
                 parts = [self.step_program[ch.producer], self.step_program[ch.consumer]]
@@ -161,17 +161,15 @@ class InferenceSession:
                 ok = cost is not None and cost < separate
                 self.fusions.append(fusion.Fusion(ch.fused.label, cost, separate, ok, secs))
                 if ok:
-                    taken.append(ch)
-                    self.programs.setdefault(spec.text(), Program(spec, imp, imp.compile(), secs))
+                    key = spec.text()
+                    if key not in self.programs:
+                        self.programs[key] = Program(spec, imp, imp.compile(), secs)
+                    taken[ch.consumer] = self.programs[key]
         finally:
             _close(search, fdb)
         if taken:
-            self.plan, origin = fusion.apply(self.plan, taken)
-            fused = {ch.consumer: ch.fused for ch in taken}
-            self.step_program = [
-                self.programs[step_spec(fused[i], self.target).text()] if i in fused else self.step_program[i]
-                for i in origin
-            ]
+            self.plan, origin = fusion.apply(self.plan, [ch for ch in found if ch.consumer in taken])
+            self.step_program = [taken.get(i, self.step_program[i]) for i in origin]
             # the programs the steps now call (a chain's two may serve other steps too)
             used = {p.spec.text() for p in self.step_program if p is not None}
             self.programs = {k: p for k, p in self.programs.items() if k in used}
