@@ -383,9 +383,9 @@ class Engine:
             chunks = []
             for part in parts:
                 facts: list[str] = []
-                written: set = set()  # the kinds' and operand descriptions' facts this call has
+                kinds: set = set()  # kinds whose facts this call has
                 for i, c in enumerate(part):
-                    facts += spec_facts(i, c, self.target, self.ids, written)
+                    facts += spec_facts(i, c, self.target, self.ids, kinds)
                 chunks.append(facts)
             results = self._submit(chunks, [len(p) for p in parts])
             self._inflight.update(todo)

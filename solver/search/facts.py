@@ -38,9 +38,7 @@ class LayoutIds:
         self.ids: dict[Layout, int] = {}
         self.layouts: list[Layout] = []
         self.operands: dict[tuple, TensorSpec] = {}  # build_child's canonical operands
-        # spec_facts' operand descriptions: (operand, access, shape) -> id, and each id's facts
-        self.operand_ids: dict[tuple, int] = {}
-        self.operand_facts: list[tuple[str, ...]] = []
+        self.operand_facts: dict[tuple, tuple[str, ...]] = {}  # spec_facts' facts of an operand
 
     def id(self, lay: Layout) -> int:
         i = self.ids.get(lay)
@@ -61,10 +59,9 @@ class LayoutIds:
         return out
 
 
-def spec_facts(sid: int, spec: Spec, target: Target, ids: LayoutIds, written: set | None = None) -> list[str]:
-    """The input facts of spec `sid`, with those of its kind at its rank and of its
-    operands' descriptions unless `written` (what one clingo call has: (kind, rank)
-    pairs and operand ids, updated here) has them."""
+def spec_facts(sid: int, spec: Spec, target: Target, ids: LayoutIds, kinds_written: set | None = None) -> list[str]:
+    """The input facts of spec `sid`, and those of its kind at its rank unless
+    `kinds_written` (the (kind, rank) pairs one clingo call has, updated here) has them."""
     kind = snake(spec.kind)
     rank = len(spec.shape)
     f = [f"spec({sid},{kind}).", f"spec_rank({sid},{rank})."]
@@ -72,25 +69,19 @@ def spec_facts(sid: int, spec: Spec, target: Target, ids: LayoutIds, written: se
     if spec.serial:
         f.append(f"spec_serial({sid}).")
     k = spec.k
-    if written is None or (kind, rank) not in written:
+    if kinds_written is None or (kind, rank) not in kinds_written:
         f += _kind_facts(kind, rank, k)
-        if written is not None:
-            written.add((kind, rank))
-    # An operand is written as the id of its description (spec_opnd/3), and each
-    # description once per call (opnd_*, rules/base.lp): a 64^3 search's largest call
-    # has 1,770 operands and 184 descriptions, and clingo reads a fact at several times
-    # what deriving the atom costs. The text is made once per description.
+        if kinds_written is not None:
+            kinds_written.add((kind, rank))
+    # An operand's facts depend on the spec only through its id: the text is made once
+    # per operand and shape (the search writes facts for tens of thousands of classes).
+    sid_text = f"({sid},"
     for op, (ts, access, shape) in enumerate(zip(spec.operands, k.access(rank), spec.operand_shapes)):
-        key = (ts, access, shape)
-        i = ids.operand_ids.get(key)
-        if i is None:
-            i = ids.operand_ids[key] = len(ids.operand_facts)
-            ids.operand_facts.append(_operand_facts(i, ts, access, shape, target, ids))
-        f.append(f"spec_opnd({sid},{op},{i}).")
-        if written is None or ("opnd", i) not in written:
-            f += ids.operand_facts[i]
-            if written is not None:
-                written.add(("opnd", i))
+        key = (op, ts, access, shape)
+        text = ids.operand_facts.get(key)
+        if text is None:
+            text = ids.operand_facts[key] = _operand_facts(op, ts, access, shape, target, ids)
+        f += [t.replace("(§,", sid_text) for t in text]
     if k.is_compose:
         f += compose_facts(sid, spec)
     return f
@@ -132,23 +123,23 @@ def operand_fields(ts: TensorSpec, ids: LayoutIds) -> tuple[str, ...]:
     )
 
 
-def _operand_facts(i: int, ts: TensorSpec, access, shape, target: Target, ids: LayoutIds) -> tuple[str, ...]:
-    """The facts of operand description `i` (rules/base.lp derives each spec's
-    spec_operand/8, spec_pdim/8, ... from them and spec_opnd/3)."""
+def _operand_facts(op: int, ts: TensorSpec, access, shape, target: Target, ids: LayoutIds) -> tuple[str, ...]:
+    """spec_facts' facts of one operand, with § for the spec's id."""
+    sid = "§"
     lay = ts.layout
     *fields, exponent = operand_fields(ts, ids)
-    f = [f"opnd_operand({i},{','.join(fields)})."]
+    f = [f"spec_operand({sid},{op},{','.join(fields)})."]
     if exponent:
-        f.append(f"opnd_stride({i},{exponent}).")
+        f.append(f"spec_stride({sid},{op},{exponent}).")
     for j, (a, x) in enumerate(zip(access, shape)):
         if a.single is None:  # a single dimension's extent is derived (rules/base.lp)
-            f.append(f"opnd_ext({i},{j},{x}).")
-    f.append(f"opnd_npdims({i},{lay.full_contiguity()}).")
-    f.append(f"opnd_opvol({i},{prod(shape)}).")
-    f.append(f"opnd_mcost({i},{CostModel.of(target).move(ts, shape)}).")
+            f.append(f"spec_opext({sid},{op},{j},{x}).")
+    f.append(f"spec_npdims({sid},{op},{lay.full_contiguity()}).")
+    f.append(f"spec_opvol({sid},{op},{prod(shape)}).")
+    f.append(f"spec_mcost({sid},{op},{CostModel.of(target).move(ts, shape)}).")
     stride = 1
     for p, (before, ext, pd) in enumerate(lay._covers(shape)):
-        f.append(f"opnd_pdim({i},{p},{pd.dim},{pd.kind},{before},{ext},{stride}).")
+        f.append(f"spec_pdim({sid},{op},{p},{pd.dim},{pd.kind},{before},{ext},{stride}).")
         stride *= ext
     if lay.is_packed:
         f += ids.pack_facts(lay)
