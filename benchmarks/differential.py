@@ -21,7 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from revisions import base_python
+from revisions import _git, base_python
+
+from morello_asp import parse_spec
 
 DEFAULT_SPECS = (
     "Matmul(64x64x64, f32)",
@@ -87,10 +89,12 @@ def main(argv=None) -> int:
     ap.add_argument("--target", default="native")
     ap.add_argument("--specs", nargs="+", default=list(DEFAULT_SPECS))
     args = ap.parse_args(argv)
+    for s in args.specs:  # a bad spec is refused here, in one line, before any search
+        parse_spec(s, args.target)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "base").mkdir()
-        py = base_python(args.base, work / "base")
+        py = base_python(_git("rev-parse", "--short", args.base), work / "base")
         base, tb = dump(py, args.target, args.specs, work / "base.json")
         new, tn = dump(sys.executable, args.target, args.specs, work / "new.json")
     diffs = differences(base, new)
@@ -110,4 +114,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from morello_asp.cli import run_script
+
+    raise SystemExit(run_script(main, "differential.py"))

@@ -33,7 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from revisions import base_python
+from revisions import _git, base_python
 
 from morello_asp.errors import InputError
 
@@ -120,7 +120,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "base").mkdir()
-        py = base_python(args.base, work / "base")
+        py = base_python(_git("rev-parse", "--short", args.base), work / "base")
         pythons = {"base": py, "new": sys.executable}
         picked = {}
         for name, python in pythons.items():
@@ -157,4 +157,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from morello_asp.cli import run_script
+
+    raise SystemExit(run_script(main, "replay.py"))

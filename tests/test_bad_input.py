@@ -633,3 +633,14 @@ def test_pruning_benchmark_refuses_an_upper_bound_below_the_optimum_in_one_line(
 def test_synthesis_benchmark_refuses_an_unknown_target_in_one_line():
     err = _benchmark_refusal("synthesis.py", "--sizes", "4", "--target", "nosuch")
     assert len(err) == 1 and err[0].startswith("synthesis.py: error: unknown target 'nosuch'"), err
+
+
+def test_the_revision_comparisons_refuse_a_revision_or_spec_they_cannot_use_in_one_line():
+    """differential.py and replay.py check the base revision (and differential.py each
+    spec) before installing or searching anything."""
+    err = _benchmark_refusal("differential.py", "--base", "no-such-revision")
+    assert len(err) == 1 and err[0].startswith("differential.py: error: git rev-parse --short no-such-revision"), err
+    err = _benchmark_refusal("differential.py", "--base", "HEAD", "--specs", "Nope(3)")
+    assert len(err) == 1 and "expected a spec kind" in err[0] and "Nope(3)" in err[0], err
+    err = _benchmark_refusal("replay.py", "--base", "no-such-revision")
+    assert len(err) == 1 and err[0].startswith("replay.py: error: git rev-parse --short no-such-revision"), err
