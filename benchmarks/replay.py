@@ -37,22 +37,15 @@ from revisions import _git, base_python
 
 from morello_asp.errors import InputError
 
+# grounding.batches, this checkout's, run by the revision's python on its own package
 CAPTURE = """
 import pickle, sys
-from morello_asp import parse_spec
+sys.path.insert(0, sys.argv[4])
+from grounding import batches
 from morello_asp.solver.logic import clingo_run
-from morello_asp.solver.memo.table import DictMemo
-from morello_asp.solver.search.dp import Search
-from morello_asp.solver.search.engine import Engine
-n, target, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-seen, submit = [], clingo_run.submit
-def record(files, facts, size, *a, **kw):
-    seen.append((size, facts))
-    return submit(files, facts, size, *a, **kw)
-clingo_run.submit = record
-Search(Engine(target), DictMemo()).build(parse_spec(f"Matmul({n}x{n}x{n}, f32)", target))
+calls, _ = batches(int(sys.argv[1]), 10**9, sys.argv[2])
 clingo_run.shutdown()
-pickle.dump(seen, open(out, "wb"))
+pickle.dump(calls, open(sys.argv[3], "wb"))
 """
 ANSWER = """
 import hashlib, pickle, resource, sys
@@ -80,8 +73,12 @@ def answer(py: Path | str, calls: Path, target: str, work: Path, name: str, valg
     out = work / f"{name}.answers"
     cmd = [str(py), "-c", ANSWER, str(calls), target, str(out)]
     if valgrind:
-        cmd = ["valgrind", "--tool=callgrind", "--toggle-collect=clingo_main", f"--callgrind-out-file={work}/{name}.%p"]
-        cmd += [str(py), "-c", ANSWER, str(calls), target, str(out)]
+        cmd[:0] = [
+            "valgrind",
+            "--tool=callgrind",
+            "--toggle-collect=clingo_main",
+            f"--callgrind-out-file={work}/{name}.%p",
+        ]
     # not in this checkout: its package would be imported in place of REV's
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=work)
     if r.returncode != 0:
@@ -95,9 +92,11 @@ def answer(py: Path | str, calls: Path, target: str, work: Path, name: str, valg
 
 
 def capture(py: Path | str, n: int, target: str, out: Path) -> list[tuple[int, str]]:
-    """(classes, facts) of every clingo call of a cold Matmul n^3 search by `py`'s revision."""
+    """(classes, facts) of every clingo call of a cold Matmul n^3 search by `py`'s
+    revision, the largest first."""
+    here = str(Path(__file__).resolve().parent)
     r = subprocess.run(
-        [str(py), "-c", CAPTURE, str(n), target, str(out)], capture_output=True, text=True, cwd=out.parent
+        [str(py), "-c", CAPTURE, str(n), target, str(out), here], capture_output=True, text=True, cwd=out.parent
     )
     if r.returncode != 0:
         raise SystemExit(f"{py}: the search failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
@@ -126,8 +125,7 @@ def main(argv=None) -> int:
         for name, python in pythons.items():
             every = capture(python, args.size, args.target, work / f"{name}.calls")
             if args.instructions:  # the largest call, then others spread by size
-                order = sorted(range(len(every)), key=lambda i: -every[i][0])
-                every = [every[i] for i in order[:: max(1, len(order) // args.calls)][: args.calls]]
+                every = every[:: max(1, len(every) // args.calls)][: args.calls]
             picked[name] = every
             (work / f"{name}.pkl").write_bytes(pickle.dumps(every))
         if [s for s, _ in picked["base"]] != [s for s, _ in picked["new"]]:
